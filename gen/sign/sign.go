@@ -1,0 +1,126 @@
+package sign
+
+import (
+	"bytes"
+	"crypto"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
+)
+
+// signConfig returns the configuration for one signature made now with hash h.
+func (k *Key) signConfig(h crypto.Hash) (*packet.Config, error) {
+	switch h {
+	case 0:
+		h = crypto.SHA512
+	case crypto.SHA256, crypto.SHA384, crypto.SHA512:
+	default:
+		return nil, fmt.Errorf("sign: unsupported hash %v (want SHA256, SHA384 or SHA512)", h)
+	}
+	now := time.Now()
+	return &packet.Config{
+		DefaultHash:  h,
+		Time:         func() time.Time { return now },
+		SigningKeyId: k.signer.PublicKey.KeyId,
+	}, nil
+}
+
+// Clearsign returns data clear-signed, as an InRelease file holds Release. hash is
+// crypto.SHA256, SHA384 or SHA512 (zero means SHA512). The signature is made now.
+//
+// The text that gpgv, apt and VerifyClearsigned recover from the result is exactly data:
+// data must therefore not contain carriage returns or trailing spaces or tabs on a line,
+// which clear-signing cannot carry; such data is refused rather than signed altered.
+// The signature block carries a CRC24 line, which gpgv 2.2 needs.
+func (k *Key) Clearsign(data []byte, hash crypto.Hash) ([]byte, error) {
+	if err := checkClearsignable(data); err != nil {
+		return nil, fmt.Errorf("clearsign: %w", err)
+	}
+	cfg, err := k.signConfig(hash)
+	if err != nil {
+		return nil, err
+	}
+	var raw bytes.Buffer
+	w, err := clearsign.Encode(&raw, k.signer.PrivateKey, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clearsign: %w", err)
+	}
+	if _, err := w.Write(data); err != nil {
+		return nil, fmt.Errorf("clearsign: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("clearsign: %w", err)
+	}
+	return rearmor(raw.Bytes())
+}
+
+// sigBegin starts the signature block of a clear-signed message. Text lines that start
+// with "-" are dash-escaped, so the last occurrence at a line start is the real one.
+var sigBegin = []byte("\n-----BEGIN PGP SIGNATURE-----\n")
+
+// rearmor rewrites the signature block of a clear-signed message with a CRC24 line.
+// clearsign.Encode omits it, and gpgv 2.2 then rejects signatures whose base64 has no
+// padding.
+func rearmor(msg []byte) ([]byte, error) {
+	i := bytes.LastIndex(msg, sigBegin)
+	if i < 0 {
+		return nil, errors.New("clearsign: no signature block in output")
+	}
+	block, err := armor.Decode(bytes.NewReader(msg[i+1:]))
+	if err != nil {
+		return nil, fmt.Errorf("clearsign: decode signature block: %w", err)
+	}
+	var sig bytes.Buffer
+	if _, err := sig.ReadFrom(block.Body); err != nil {
+		return nil, fmt.Errorf("clearsign: decode signature block: %w", err)
+	}
+	out := bytes.NewBuffer(make([]byte, 0, len(msg)+8))
+	out.Write(msg[:i+1])
+	if err := writeArmored(out, openpgp.SignatureType, sig.Bytes()); err != nil {
+		return nil, fmt.Errorf("clearsign: %w", err)
+	}
+	return out.Bytes(), nil
+}
+
+// checkClearsignable refuses text that a clear-signed message cannot carry unchanged.
+func checkClearsignable(data []byte) error {
+	line := 1
+	for i, c := range data {
+		switch c {
+		case '\r':
+			return fmt.Errorf("line %d contains a carriage return, which clear-signing drops", line)
+		case '\n':
+			if i > 0 && (data[i-1] == ' ' || data[i-1] == '\t') {
+				return fmt.Errorf("line %d ends with whitespace, which clear-signing drops", line)
+			}
+			line++
+		}
+	}
+	if n := len(data); n > 0 && (data[n-1] == ' ' || data[n-1] == '\t') {
+		return fmt.Errorf("line %d ends with whitespace, which clear-signing drops", line)
+	}
+	return nil
+}
+
+// DetachSign returns an armored detached signature of data made now, as Release.gpg
+// holds for Release, with a CRC24 line. hash is as for Clearsign.
+func (k *Key) DetachSign(data []byte, hash crypto.Hash) ([]byte, error) {
+	cfg, err := k.signConfig(hash)
+	if err != nil {
+		return nil, err
+	}
+	var sig bytes.Buffer
+	if err := openpgp.DetachSign(&sig, k.entity, bytes.NewReader(data), cfg); err != nil {
+		return nil, fmt.Errorf("detach sign: %w", err)
+	}
+	var out bytes.Buffer
+	if err := writeArmored(&out, openpgp.SignatureType, sig.Bytes()); err != nil {
+		return nil, fmt.Errorf("detach sign: %w", err)
+	}
+	return out.Bytes(), nil
+}

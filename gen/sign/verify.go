@@ -1,0 +1,108 @@
+package sign
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
+	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
+)
+
+var clearsignBegin = []byte("-----BEGIN PGP SIGNED MESSAGE-----")
+
+// VerifyClearsigned checks a clear-signed message (an InRelease file) against the keys
+// in keyrings (each armored or binary public key data). It returns the signed text,
+// exactly the bytes that were signed (the Release file), and the fingerprint of the
+// signer's primary key (40 uppercase hex digits).
+//
+// Like apt, it refuses anything but blank lines before the message and after the
+// signature, so that no unsigned text can travel with a signed one. A signature by a
+// key absent from keyrings gives ErrUnknownKey; a malformed message, altered text, or
+// a signature that is otherwise invalid (expired key, revoked key) gives ErrBadSignature.
+func VerifyClearsigned(data []byte, keyrings ...[]byte) (plaintext []byte, fingerprint string, err error) {
+	keys, err := mergeKeyrings(keyrings)
+	if err != nil {
+		return nil, "", fmt.Errorf("verify clear-signed message: %w", err)
+	}
+	if !bytes.HasPrefix(bytes.TrimLeft(data, " \t\r\n"), clearsignBegin) {
+		return nil, "", fmt.Errorf("verify clear-signed message: %w: text before %s", ErrBadSignature, clearsignBegin)
+	}
+	block, rest := clearsign.Decode(data)
+	if block == nil {
+		return nil, "", fmt.Errorf("verify clear-signed message: %w: malformed clear-signed message", ErrBadSignature)
+	}
+	if len(bytes.TrimSpace(rest)) != 0 {
+		return nil, "", fmt.Errorf("verify clear-signed message: %w: text after the signature", ErrBadSignature)
+	}
+	signer, err := verify(keys, block.Bytes, block.ArmoredSignature)
+	if err != nil {
+		return nil, "", fmt.Errorf("verify clear-signed message: %w", err)
+	}
+	return block.Plaintext, signer, nil
+}
+
+// VerifyDetached checks an armored or binary detached signature (Release.gpg) of signed
+// (Release) against the keys in keyrings and returns the signer's primary fingerprint.
+// Errors are as for VerifyClearsigned.
+func VerifyDetached(signed, sig []byte, keyrings ...[]byte) (fingerprint string, err error) {
+	keys, err := mergeKeyrings(keyrings)
+	if err != nil {
+		return "", fmt.Errorf("verify detached signature: %w", err)
+	}
+	var sigBlock *armor.Block
+	if t := bytes.TrimLeft(sig, " \t\r\n"); len(t) > 0 && t[0]&0x80 == 0 {
+		sigBlock, err = armor.Decode(bytes.NewReader(sig))
+		if err != nil {
+			return "", fmt.Errorf("verify detached signature: %w: decode armor: %v", ErrBadSignature, err)
+		}
+	} else {
+		sigBlock = &armor.Block{Type: openpgp.SignatureType, Body: bytes.NewReader(sig)}
+	}
+	fp, err := verify(keys, signed, sigBlock)
+	if err != nil {
+		return "", fmt.Errorf("verify detached signature: %w", err)
+	}
+	return fp, nil
+}
+
+// verify checks the signature in sig over signed against keys.
+func verify(keys openpgp.EntityList, signed []byte, sig *armor.Block) (string, error) {
+	if sig.Type != openpgp.SignatureType {
+		return "", fmt.Errorf("%w: armored block is a %q, want %q", ErrBadSignature, sig.Type, openpgp.SignatureType)
+	}
+	body, err := io.ReadAll(sig.Body) // also checks the CRC24 line when present
+	if err != nil {
+		return "", fmt.Errorf("%w: decode signature: %w", ErrBadSignature, err)
+	}
+	if err := hasSignaturePacket(body); err != nil {
+		return "", err
+	}
+	_, signer, err := openpgp.VerifyDetachedSignature(keys, bytes.NewReader(signed), bytes.NewReader(body), nil)
+	switch {
+	case errors.Is(err, pgperrors.ErrUnknownIssuer):
+		return "", ErrUnknownKey
+	case err != nil:
+		return "", fmt.Errorf("%w: %w", ErrBadSignature, err)
+	case signer == nil:
+		return "", ErrBadSignature
+	}
+	return fmt.Sprintf("%X", signer.PrimaryKey.Fingerprint), nil
+}
+
+// hasSignaturePacket tells an empty or garbled signature (ErrBadSignature) apart from a
+// good one by an unknown key (ErrUnknownKey), which go-crypto reports alike.
+func hasSignaturePacket(body []byte) error {
+	p, err := packet.NewReader(bytes.NewReader(body)).Next()
+	if err != nil {
+		return fmt.Errorf("%w: read signature packet: %w", ErrBadSignature, err)
+	}
+	if _, ok := p.(*packet.Signature); !ok {
+		return fmt.Errorf("%w: first packet is a %T, not a signature", ErrBadSignature, p)
+	}
+	return nil
+}
