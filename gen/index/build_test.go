@@ -1,0 +1,220 @@
+package index
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ulikunitz/xz"
+)
+
+// small cuts chunks of a few KiB, so that test indexes have many members and blocks.
+var small = chunking{min: 1 << 10, avg: 4 << 10, max: 16 << 10}
+
+func mustBuild(t testing.TB, stanzas [][]byte, c *Cache, ck chunking) *Files {
+	t.Helper()
+	f, err := build(stanzas, c, ck)
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	return f
+}
+
+func openCache(t testing.TB, dir string) *Cache {
+	t.Helper()
+	c, err := OpenCache(dir)
+	if err != nil {
+		t.Fatalf("open cache: %v", err)
+	}
+	return c
+}
+
+func needTool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s not found: run .ci/install-deps", name)
+	}
+	return p
+}
+
+// run runs a command with stdin and returns its stdout, failing the test on error.
+func run(t testing.TB, stdin []byte, name string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(needTool(t, name), args...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, errb.String())
+	}
+	return out.Bytes()
+}
+
+func gunzipGo(t testing.TB, b []byte) []byte {
+	t.Helper()
+	r, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("gzip reader: %v", err)
+	}
+	r.Multistream(true)
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("gzip read: %v", err)
+	}
+	return out
+}
+
+func unxzGo(t testing.TB, b []byte) []byte {
+	t.Helper()
+	r, err := xz.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("xz reader: %v", err)
+	}
+	r.SingleStream = true // there must be exactly one stream
+	out, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatalf("xz read: %v", err)
+	}
+	return out
+}
+
+func sameBytes(t testing.TB, what string, got, want []byte) {
+	t.Helper()
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s: got %d bytes, want %d bytes (first difference at %d)", what, len(got), len(want), firstDiff(got, want))
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+func TestBuildDecodes(t *testing.T) {
+	tests := []struct {
+		name    string
+		stanzas [][]byte
+		ck      chunking
+	}{
+		{"empty", nil, small},
+		{"one", synthStanzas(1, 1), small},
+		{"many small chunks", synthStanzas(300, 2), small},
+		{"default chunks", synthStanzas(800, 3), defaultChunking},
+		{"one stanza per chunk", synthStanzas(20, 4), chunking{min: 1, avg: 2, max: 3}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := mustBuild(t, tc.stanzas, nil, tc.ck)
+			var want []byte
+			for _, s := range tc.stanzas {
+				want = append(append(want, s...), '\n')
+			}
+			sameBytes(t, "plain", f.Plain, want)
+			sameBytes(t, "go gzip", gunzipGo(t, f.Gzip), want)
+			sameBytes(t, "go xz", unxzGo(t, f.Xz), want)
+			sameBytes(t, "gzip -dc", run(t, f.Gzip, "gzip", "-dc"), want)
+			sameBytes(t, "zcat", run(t, f.Gzip, "zcat"), want)
+			sameBytes(t, "xz -dc", run(t, f.Xz, "xz", "-dc"), want)
+			run(t, f.Xz, "xz", "-t")
+			run(t, f.Gzip, "gzip", "-t")
+
+			dir := t.TempDir()
+			p := filepath.Join(dir, "Packages.xz")
+			if err := os.WriteFile(p, f.Xz, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			streams, blocks := xzList(t, p)
+			wantBlocks := len(tc.ck.cut(tc.stanzas, mustHashes(t, tc.stanzas)))
+			if streams != 1 || blocks != wantBlocks {
+				t.Errorf("xz --list: %d streams, %d blocks; want 1 stream, %d blocks", streams, blocks, wantBlocks)
+			}
+		})
+	}
+}
+
+func mustHashes(t testing.TB, stanzas [][]byte) []uint32 {
+	t.Helper()
+	h, err := hashStanzas(stanzas)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// xzList returns the numbers of streams and blocks `xz --robot --list` reports.
+func xzList(t testing.TB, path string) (streams, blocks int) {
+	t.Helper()
+	out := run(t, nil, "xz", "--robot", "--list", path)
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Split(line, "\t")
+		if f[0] == "file" && len(f) > 2 {
+			streams, blocks = atoi(t, f[1]), atoi(t, f[2])
+		}
+	}
+	return streams, blocks
+}
+
+func atoi(t testing.TB, s string) int {
+	t.Helper()
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			t.Fatalf("not a number: %q", s)
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+func TestBuildRejectsMalformedStanza(t *testing.T) {
+	tests := []struct {
+		name   string
+		stanza string
+	}{
+		{"empty", ""},
+		{"no final newline", "Package: a"},
+		{"blank line inside", "Package: a\n\nVersion: 1\n"},
+		{"leading blank line", "\nPackage: a\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			stanzas := [][]byte{[]byte("Package: ok\n"), []byte(tc.stanza)}
+			_, err := Build(stanzas, nil)
+			if !errors.Is(err, errStanza) {
+				t.Fatalf("Build: got error %v, want %v", err, errStanza)
+			}
+		})
+	}
+}
+
+func TestBuildDeterministic(t *testing.T) {
+	stanzas := synthStanzas(400, 5)
+	dir := t.TempDir()
+	cold := mustBuild(t, stanzas, openCache(t, dir), small)
+	warmCache := openCache(t, dir)
+	warm := mustBuild(t, stanzas, warmCache, small)
+	none := mustBuild(t, stanzas, nil, small)
+	again := mustBuild(t, stanzas, nil, small)
+	if s := warmCache.Stats(); s.Misses != 0 || s.Hits == 0 {
+		t.Errorf("warm cache stats %+v: want hits only", s)
+	}
+	for _, f := range []struct {
+		name string
+		got  *Files
+	}{{"warm cache", warm}, {"no cache", none}, {"second run", again}} {
+		sameBytes(t, f.name+" plain", f.got.Plain, cold.Plain)
+		sameBytes(t, f.name+" gzip", f.got.Gzip, cold.Gzip)
+		sameBytes(t, f.name+" xz", f.got.Xz, cold.Xz)
+	}
+}

@@ -1,0 +1,181 @@
+package index
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Cache stores compressed chunks on disk, one file per chunk and format, named by the
+// SHA-256 of the chunk's plain bytes. It is safe for concurrent use by several Builds.
+//
+// Writes are atomic (temp file, then rename) but not fsynced: every entry ends with a
+// CRC-32C of its contents, and an entry that is short, torn or altered is recomputed and
+// rewritten, never used. A crash therefore costs at most some recompression.
+type Cache struct {
+	dir    string
+	opened time.Time
+
+	mu   sync.Mutex
+	used map[string]struct{} // entry names read or written since OpenCache
+
+	hits, misses, corrupt atomic.Int64
+}
+
+// CacheStats counts cache lookups since OpenCache.
+type CacheStats struct {
+	Hits    int64 // entries found intact and used
+	Misses  int64 // chunks compressed because no intact entry was found
+	Corrupt int64 // entries found but rejected (and rewritten)
+}
+
+// Entry kinds. The suffix names the format and its parameters; change it whenever the bytes
+// a format produces for the same plain input change, so that old entries are not reused.
+const (
+	kindGzip = "gz9.1"  // one gzip member, level 9, deterministic header
+	kindXZ   = "xzbt.1" // one xz block, LZMA2 binary-tree matcher, CRC64 check
+	tmpPre   = ".tmp-"  // prefix of entries being written
+)
+
+// Each entry is the payload, then a trailer: aux (uint64 LE, meaning per kind), CRC-32C of
+// payload and aux (uint32 LE), and entryMagic.
+const trailerSize = 16
+
+var entryMagic = []byte("AIX1")
+
+// OpenCache opens the cache in dir, creating dir if it does not exist.
+func OpenCache(dir string) (*Cache, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("open index cache: %w", err)
+	}
+	return &Cache{dir: dir, opened: time.Now(), used: make(map[string]struct{})}, nil
+}
+
+// Stats returns the lookup counts since OpenCache.
+func (c *Cache) Stats() CacheStats {
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Corrupt: c.corrupt.Load()}
+}
+
+func entryName(sum [32]byte, kind string) string {
+	return fmt.Sprintf("%x.%s", sum, kind)
+}
+
+func (c *Cache) markUsed(name string) {
+	c.mu.Lock()
+	c.used[name] = struct{}{}
+	c.mu.Unlock()
+}
+
+// get returns the payload and aux value of an intact entry. ok is false when the entry is
+// missing or fails its check; only an unexpected read error is returned as an error.
+func (c *Cache) get(name string) (payload []byte, aux uint64, ok bool, err error) {
+	b, err := os.ReadFile(filepath.Join(c.dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, false, nil
+	}
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("read index cache entry %s: %w", name, err)
+	}
+	payload, aux, ok = decodeEntry(b)
+	if !ok {
+		c.corrupt.Add(1)
+		return nil, 0, false, nil
+	}
+	c.markUsed(name)
+	return payload, aux, true, nil
+}
+
+// decodeEntry checks an entry's trailer and splits it into payload and aux.
+func decodeEntry(b []byte) (payload []byte, aux uint64, ok bool) {
+	if len(b) < trailerSize {
+		return nil, 0, false
+	}
+	t := len(b) - trailerSize
+	if !bytes.Equal(b[t+12:], entryMagic) {
+		return nil, 0, false
+	}
+	if crc32.Checksum(b[:t+8], castagnoli) != binary.LittleEndian.Uint32(b[t+8:]) {
+		return nil, 0, false
+	}
+	return b[:t:t], binary.LittleEndian.Uint64(b[t:]), true
+}
+
+// encodeEntry returns payload followed by its trailer.
+func encodeEntry(payload []byte, aux uint64) []byte {
+	b := make([]byte, 0, len(payload)+trailerSize)
+	b = append(b, payload...)
+	b = binary.LittleEndian.AppendUint64(b, aux)
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return append(b, entryMagic...)
+}
+
+// put stores an entry atomically.
+func (c *Cache) put(name string, payload []byte, aux uint64) error {
+	f, err := os.CreateTemp(c.dir, tmpPre+name+".*")
+	if err != nil {
+		return fmt.Errorf("write index cache entry %s: %w", name, err)
+	}
+	_, err = f.Write(encodeEntry(payload, aux))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), filepath.Join(c.dir, name))
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("write index cache entry %s: %w", name, err)
+	}
+	c.markUsed(name)
+	return nil
+}
+
+// staleTemp is how old a temp file must be before Prune takes it for the leftover of a
+// crashed writer rather than another process's write in progress.
+const staleTemp = time.Hour
+
+// Prune deletes every entry that no Build has read or written since OpenCache (entries
+// modified since then are kept, in case another process wrote them), which keeps the cache
+// as large as the indexes last built with it. Call it after a successful build
+// that built every index the cache serves.
+func (c *Cache) Prune() error {
+	ents, err := os.ReadDir(c.dir)
+	if err != nil {
+		return fmt.Errorf("prune index cache: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, e := range ents {
+		name := e.Name()
+		if _, ok := c.used[name]; ok || e.IsDir() {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			continue // already gone
+		}
+		// Keep what another process may have written meanwhile, and temp files that may
+		// still be in progress.
+		if info.ModTime().After(c.opened) ||
+			strings.HasPrefix(name, tmpPre) && time.Since(info.ModTime()) < staleTemp {
+			continue
+		}
+		if err := os.Remove(filepath.Join(c.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("prune index cache: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,15 @@
+// Package index assembles a Packages index in its three served forms (plain, gzip, xz) at a
+// cost proportional to what changed.
+//
+// The stanza list is cut into content-defined chunks: whether a chunk ends after a stanza
+// depends only on that stanza's bytes (and on where the previous chunk ended), so inserting
+// or removing one stanza changes one or two chunks and leaves every other chunk's bytes as
+// they were. Each chunk is compressed on its own, as one gzip member and as one xz block,
+// and the compressed chunks are kept in an on-disk Cache keyed by the SHA-256 of their
+// plain bytes. Packages.gz is the concatenation of the members; Packages.xz is one xz
+// stream holding the blocks, with its index and footer written afresh. apt 2.6 accepts
+// both (several gzip members; one xz stream of several blocks).
+//
+// Output is deterministic: the same stanzas give the same bytes whether or not a cache is
+// used and whatever it holds.
+package index
