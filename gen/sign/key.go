@@ -274,7 +274,8 @@ func (k *Key) WritePublicKeyring(w io.Writer) error {
 	return nil
 }
 
-// writeArmored writes body as one armored block with a CRC24 line.
+// writeArmored writes body as one armored block with a CRC24 line, ending with a newline
+// (go-crypto's armor writer stops right after the END line's dashes).
 func writeArmored(w io.Writer, blockType string, body []byte) error {
 	aw, err := armor.Encode(w, blockType, nil)
 	if err != nil {
@@ -284,6 +285,9 @@ func writeArmored(w io.Writer, blockType string, body []byte) error {
 		return fmt.Errorf("armor %s: %w", blockType, err)
 	}
 	if err := aw.Close(); err != nil {
+		return fmt.Errorf("armor %s: %w", blockType, err)
+	}
+	if _, err := io.WriteString(w, "\n"); err != nil {
 		return fmt.Errorf("armor %s: %w", blockType, err)
 	}
 	return nil
@@ -306,6 +310,13 @@ func (k *Key) Info() KeyInfo {
 	pk := k.signer.PublicKey
 	if bits, err := pk.BitLength(); err == nil {
 		info.Bits = int(bits)
+	}
+	if pk.PubKeyAlgo == packet.PubKeyAlgoEdDSA {
+		// BitLength counts the encoded point with its 0x40 prefix (263 bits); gpg and
+		// everyone else call Ed25519 a 255-bit key.
+		if c, err := pk.Curve(); err == nil && c == packet.Curve25519 {
+			info.Bits = 255
+		}
 	}
 	switch pk.PubKeyAlgo {
 	case packet.PubKeyAlgoRSA, packet.PubKeyAlgoRSASignOnly:

@@ -39,6 +39,11 @@ func TestRealVerifiersAccept(t *testing.T) {
 				assertHash(t, armoredSignature(t, detached), hc.h)
 				assertCRC(t, inRelease)
 				assertCRC(t, detached)
+				for _, b := range [][]byte{inRelease, detached} {
+					if !bytes.HasSuffix(b, []byte("\n-----END PGP SIGNATURE-----\n")) {
+						t.Errorf("signature does not end with the END line and a newline: %q", b[max(0, len(b)-40):])
+					}
+				}
 
 				inPath := writeFile(t, dir, "InRelease", inRelease)
 				relPath := writeFile(t, dir, "Release", release)
