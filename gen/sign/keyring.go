@@ -89,8 +89,11 @@ func readArmoredBlock(block []byte) (openpgp.EntityList, error) {
 	if b.Type != openpgp.PublicKeyType && b.Type != openpgp.PrivateKeyType {
 		return nil, fmt.Errorf("armored block is a %q, want a public or private key block", b.Type)
 	}
-	body, err := io.ReadAll(b.Body) // also checks the CRC24 line when present
+	body, err := io.ReadAll(b.Body)
 	if err != nil {
+		return nil, fmt.Errorf("decode armored %s: %w", b.Type, err)
+	}
+	if err := checkArmorCRC(block, body); err != nil {
 		return nil, fmt.Errorf("decode armored %s: %w", b.Type, err)
 	}
 	return readBinary(body)

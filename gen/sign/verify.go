@@ -15,6 +15,8 @@ import (
 
 var clearsignBegin = []byte("-----BEGIN PGP SIGNED MESSAGE-----")
 
+const openpgpSigBegin = "-----BEGIN PGP SIGNATURE-----"
+
 // VerifyClearsigned checks a clear-signed message (an InRelease file) against the keys
 // in keyrings (each armored or binary public key data). It returns the signed text,
 // exactly the bytes that were signed (the Release file), and the fingerprint of the
@@ -39,7 +41,8 @@ func VerifyClearsigned(data []byte, keyrings ...[]byte) (plaintext []byte, finge
 	if len(bytes.TrimSpace(rest)) != 0 {
 		return nil, "", fmt.Errorf("verify clear-signed message: %w: text after the signature", ErrBadSignature)
 	}
-	signer, err := verify(keys, block.Bytes, block.ArmoredSignature)
+	sigText := data[max(0, bytes.LastIndex(data, []byte(openpgpSigBegin))):]
+	signer, err := verify(keys, block.Bytes, block.ArmoredSignature, sigText)
 	if err != nil {
 		return nil, "", fmt.Errorf("verify clear-signed message: %w", err)
 	}
@@ -55,7 +58,9 @@ func VerifyDetached(signed, sig []byte, keyrings ...[]byte) (fingerprint string,
 		return "", fmt.Errorf("verify detached signature: %w", err)
 	}
 	var sigBlock *armor.Block
+	var armored []byte
 	if t := bytes.TrimLeft(sig, " \t\r\n"); len(t) > 0 && t[0]&0x80 == 0 {
+		armored = sig
 		sigBlock, err = armor.Decode(bytes.NewReader(sig))
 		if err != nil {
 			return "", fmt.Errorf("verify detached signature: %w: decode armor: %v", ErrBadSignature, err)
@@ -63,21 +68,27 @@ func VerifyDetached(signed, sig []byte, keyrings ...[]byte) (fingerprint string,
 	} else {
 		sigBlock = &armor.Block{Type: openpgp.SignatureType, Body: bytes.NewReader(sig)}
 	}
-	fp, err := verify(keys, signed, sigBlock)
+	fp, err := verify(keys, signed, sigBlock, armored)
 	if err != nil {
 		return "", fmt.Errorf("verify detached signature: %w", err)
 	}
 	return fp, nil
 }
 
-// verify checks the signature in sig over signed against keys.
-func verify(keys openpgp.EntityList, signed []byte, sig *armor.Block) (string, error) {
+// verify checks the signature in sig over signed against keys. armored is the text of
+// sig when it is armored, for the CRC check, else nil.
+func verify(keys openpgp.EntityList, signed []byte, sig *armor.Block, armored []byte) (string, error) {
 	if sig.Type != openpgp.SignatureType {
 		return "", fmt.Errorf("%w: armored block is a %q, want %q", ErrBadSignature, sig.Type, openpgp.SignatureType)
 	}
-	body, err := io.ReadAll(sig.Body) // also checks the CRC24 line when present
+	body, err := io.ReadAll(sig.Body)
 	if err != nil {
 		return "", fmt.Errorf("%w: decode signature: %w", ErrBadSignature, err)
+	}
+	if armored != nil {
+		if err := checkArmorCRC(armored, body); err != nil {
+			return "", fmt.Errorf("%w: %w", ErrBadSignature, err)
+		}
 	}
 	if err := hasSignaturePacket(body); err != nil {
 		return "", err
