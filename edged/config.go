@@ -1,0 +1,275 @@
+package edged
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// TokenEnv is the environment variable holding controld's read-only token when no
+// token_file is configured. The token never goes in the config file itself.
+const TokenEnv = "ARMOR_EDGE_TOKEN"
+
+// Config is edged's configuration, read from TOML by LoadConfig. The zero value of each
+// field means its default (see Defaults).
+type Config struct {
+	// Listen is the address of the public (apt-facing) listener.
+	Listen string `toml:"listen"`
+	// AdminListen is the address of the admin listener (/healthz, /metrics).
+	AdminListen string `toml:"admin_listen"`
+	// Controld is controld's base URL, e.g. "http://127.0.0.1:8070".
+	Controld string `toml:"controld"`
+	// TokenFile holds controld's read-only token (one line). When empty the token comes
+	// from the ARMOR_EDGE_TOKEN environment variable.
+	TokenFile string `toml:"token_file"`
+	// Token is the token itself; it is never read from the file (tests and embedders
+	// set it directly).
+	Token string `toml:"-"`
+	// Store is the object store as an rclone remote string (used by Run only).
+	Store string `toml:"store"`
+	// CacheSize bounds the in-memory object cache (sum of object sizes).
+	CacheSize ByteSize `toml:"cache_size"`
+	// StreamThreshold: objects larger than this are streamed from the store and never
+	// cached whole.
+	StreamThreshold ByteSize `toml:"stream_threshold"`
+	// StateDir keeps the last applied routes and their manifests across restarts.
+	// Empty disables persistence.
+	StateDir string `toml:"state_dir"`
+	// AccessLog is "" (off), "-" (standard output) or a file path (appended to), written
+	// as one slog JSON object per request.
+	AccessLog string `toml:"access_log"`
+	// FetchTimeout bounds one whole-object fetch from the store.
+	FetchTimeout Duration `toml:"fetch_timeout"`
+	// ShutdownTimeout bounds the graceful shutdown of each listener.
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// Poll tunes the long poll of controld's routes feed.
+	Poll PollConfig `toml:"poll"`
+}
+
+// PollConfig tunes the long poll of controld's routes feed.
+type PollConfig struct {
+	// Wait is the long-poll duration asked of controld (at most 60s).
+	Wait Duration `toml:"wait"`
+	// BackoffMin and BackoffMax bound the exponential backoff after an error.
+	BackoffMin Duration `toml:"backoff_min"`
+	BackoffMax Duration `toml:"backoff_max"`
+}
+
+// Defaults returns the configuration used for every field left unset.
+func Defaults() Config {
+	return Config{
+		Listen:          "127.0.0.1:8080",
+		AdminListen:     "127.0.0.1:9090",
+		CacheSize:       512 * MiB,
+		StreamThreshold: 8 * MiB,
+		StateDir:        "/var/lib/armor/edged",
+		FetchTimeout:    Duration(2 * time.Minute),
+		ShutdownTimeout: Duration(10 * time.Second),
+		Poll: PollConfig{
+			Wait:       Duration(30 * time.Second),
+			BackoffMin: Duration(500 * time.Millisecond),
+			BackoffMax: Duration(30 * time.Second),
+		},
+	}
+}
+
+// LoadConfig reads the TOML file at path strictly: an unknown key or a malformed value
+// is an error naming the file and line. Unset fields take their Defaults.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read edged config: %w", err)
+	}
+	return ParseConfig(data, path)
+}
+
+// ParseConfig is LoadConfig on bytes already in memory; name labels errors.
+func ParseConfig(data []byte, name string) (Config, error) {
+	cfg := Defaults()
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		var strict *toml.StrictMissingError
+		var de *toml.DecodeError
+		switch {
+		case errors.As(err, &strict):
+			return Config{}, fmt.Errorf("edged config %s: unknown key:\n%s", name, strict.String())
+		case errors.As(err, &de):
+			row, col := de.Position()
+			return Config{}, fmt.Errorf("edged config %s:%d:%d: %s", name, row, col, de.Error())
+		default:
+			return Config{}, fmt.Errorf("edged config %s: %w", name, err)
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("edged config %s: %w", name, err)
+	}
+	return cfg, nil
+}
+
+// withDefaults fills every zero field from Defaults.
+func (c Config) withDefaults() Config {
+	d := Defaults()
+	set := func(v *string, def string) {
+		if *v == "" {
+			*v = def
+		}
+	}
+	set(&c.Listen, d.Listen)
+	set(&c.AdminListen, d.AdminListen)
+	if c.CacheSize == 0 {
+		c.CacheSize = d.CacheSize
+	}
+	if c.StreamThreshold == 0 {
+		c.StreamThreshold = d.StreamThreshold
+	}
+	durations := []struct{ v, def *Duration }{
+		{&c.FetchTimeout, &d.FetchTimeout},
+		{&c.ShutdownTimeout, &d.ShutdownTimeout},
+		{&c.Poll.Wait, &d.Poll.Wait},
+		{&c.Poll.BackoffMin, &d.Poll.BackoffMin},
+		{&c.Poll.BackoffMax, &d.Poll.BackoffMax},
+	}
+	for _, x := range durations {
+		if *x.v == 0 {
+			*x.v = *x.def
+		}
+	}
+	return c
+}
+
+// Validate checks the values that have no sensible reading: a bad controld URL, sizes
+// and durations out of range.
+func (c Config) Validate() error {
+	if c.Controld == "" {
+		return errors.New("controld: the controld URL is required")
+	}
+	u, err := url.Parse(c.Controld)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("controld: %q is not an http(s) URL", c.Controld)
+	}
+	if c.CacheSize < 0 {
+		return fmt.Errorf("cache_size: %d is negative", c.CacheSize)
+	}
+	if c.StreamThreshold < 0 {
+		return fmt.Errorf("stream_threshold: %d is negative", c.StreamThreshold)
+	}
+	if c.CacheSize > 0 && c.StreamThreshold > c.CacheSize {
+		return fmt.Errorf("stream_threshold %s is larger than cache_size %s", c.StreamThreshold, c.CacheSize)
+	}
+	if w := c.Poll.Wait.D(); w != 0 && (w < time.Second || w > 60*time.Second) {
+		return fmt.Errorf("poll.wait: %s is outside 1s..60s", w)
+	}
+	if c.Poll.BackoffMin < 0 || c.Poll.BackoffMax < c.Poll.BackoffMin {
+		return fmt.Errorf("poll: backoff_min %s and backoff_max %s are not an increasing range", c.Poll.BackoffMin, c.Poll.BackoffMax)
+	}
+	return nil
+}
+
+// token returns controld's token: Token, else the content of TokenFile, else the
+// ARMOR_EDGE_TOKEN environment variable.
+func (c Config) token() (string, error) {
+	if c.Token != "" {
+		return c.Token, nil
+	}
+	if c.TokenFile != "" {
+		b, err := os.ReadFile(c.TokenFile)
+		if err != nil {
+			return "", fmt.Errorf("read controld token: %w", err)
+		}
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, nil
+		}
+		return "", fmt.Errorf("read controld token: %s is empty", c.TokenFile)
+	}
+	if t := strings.TrimSpace(os.Getenv(TokenEnv)); t != "" {
+		return t, nil
+	}
+	return "", fmt.Errorf("no controld token: set %s or token_file", TokenEnv)
+}
+
+// ByteSize is a size in bytes, written in TOML as an integer or a string such as
+// "512MiB", "8 MiB", "1GB" or "4096".
+type ByteSize int64
+
+// Binary and decimal size units accepted by ByteSize.
+const (
+	KiB ByteSize = 1 << 10
+	MiB ByteSize = 1 << 20
+	GiB ByteSize = 1 << 30
+)
+
+var sizeUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
+	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12},
+	{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"b", 1},
+}
+
+// UnmarshalText parses a size such as "512MiB".
+func (s *ByteSize) UnmarshalText(text []byte) error {
+	v, err := ParseByteSize(string(text))
+	if err != nil {
+		return err
+	}
+	*s = v
+	return nil
+}
+
+// ParseByteSize parses a size such as "512MiB", "1.5GiB", "64k" or "4096".
+func ParseByteSize(text string) (ByteSize, error) {
+	t := strings.ToLower(strings.TrimSpace(text))
+	mult := int64(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(t, u.suffix) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(t, 64)
+	if err != nil || n < 0 || n*float64(mult) > 1<<62 {
+		return 0, fmt.Errorf("size %q: want a number with an optional unit (KiB, MiB, GiB, KB, MB, GB)", text)
+	}
+	return ByteSize(n * float64(mult)), nil
+}
+
+// String formats the size in the largest binary unit that divides it.
+func (s ByteSize) String() string {
+	switch {
+	case s != 0 && s%GiB == 0:
+		return strconv.FormatInt(int64(s/GiB), 10) + "GiB"
+	case s != 0 && s%MiB == 0:
+		return strconv.FormatInt(int64(s/MiB), 10) + "MiB"
+	case s != 0 && s%KiB == 0:
+		return strconv.FormatInt(int64(s/KiB), 10) + "KiB"
+	}
+	return strconv.FormatInt(int64(s), 10) + "B"
+}
+
+// Duration is a time.Duration written in TOML as a Go duration string ("30s", "500ms").
+type Duration time.Duration
+
+// UnmarshalText parses a Go duration string.
+func (d *Duration) UnmarshalText(text []byte) error {
+	v, err := time.ParseDuration(string(text))
+	if err != nil {
+		return fmt.Errorf("duration %q: want a Go duration such as \"30s\" or \"500ms\"", text)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D returns the value as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String formats the duration as time.Duration does.
+func (d Duration) String() string { return time.Duration(d).String() }

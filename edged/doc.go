@@ -1,0 +1,32 @@
+// Package edged is armor's edge server: what apt clients and mirrors talk to.
+//
+// An Edge pulls the route feed from controld (long poll, read-only token), reads each
+// routed release's manifest from the object store, and serves every hostname its
+// repository's tree over fasthttp from a ristretto cache of objects keyed by SHA-256.
+//
+// Guarantees:
+//   - A site's whole path map is swapped at once (an atomic pointer to an immutable
+//     routing table), after the new release's index files are pre-warmed, so a client
+//     sees the old release or the new one, never a mix.
+//   - by-hash/ and pool/ paths of releases retained by controld (active within the
+//     retention window) stay served until the window ends.
+//   - If controld is unreachable the last known routes keep being served; they are kept
+//     on disk (the feed and the manifests it names) so a restart needs neither controld
+//     nor the store to route. If the store is unreachable, cached objects are still
+//     served and misses get 503 with Retry-After.
+//
+// HTTP details an operator may care about:
+//   - ETag is the object's SHA-256 in quotes. Last-Modified is the activation time of
+//     the active release serving the path; a path served only through a retained release
+//     carries that release's build date (the manifest's date, which precedes its
+//     activation). If-None-Match and If-Modified-Since answer 304.
+//   - Cache-Control: by-hash/ and pool/ objects "public, max-age=31536000, immutable";
+//     every other path (InRelease, Release, Release.gpg and the other indexes) "public,
+//     max-age=60", so a downstream cache lags a flip by at most a minute, while a client
+//     holding a stale InRelease still gets matching by-hash indexes.
+//   - Objects larger than Config.StreamThreshold are streamed from the store (ranges
+//     passed through) and never held whole in memory; smaller ones are cached.
+//
+// The edge never imports controld: it consumes the routes feed over HTTP with its own
+// types (feed.go describes the contract).
+package edged

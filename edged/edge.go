@@ -1,0 +1,222 @@
+package edged
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/valyala/fasthttp"
+
+	"github.com/armor-apt/armor/manifest/cas"
+)
+
+// Edge serves repositories' trees by hostname. Create it with New, keep its routes in
+// sync with Sync, and serve with Serve and ServeAdmin; Run does all of that from a
+// Config.
+type Edge struct {
+	cfg       Config
+	token     string
+	store     cas.Store
+	logger    *slog.Logger
+	access    *slog.Logger
+	accessOut io.Closer
+	threshold int64
+	objects   *objects
+	m         *metrics
+	client    *http.Client
+	base      context.Context
+	cancel    context.CancelFunc
+
+	table atomic.Pointer[table]
+
+	applyMu  sync.Mutex          // serialises apply
+	releases map[string]*release // loaded manifests by object digest; under applyMu
+}
+
+// New creates an edge over store. cfg's zero fields take their defaults. When
+// cfg.StateDir holds routes from an earlier run, they are loaded at once (their
+// manifests from the state directory, else from the store), so the edge can serve
+// before controld answers; a failure to load them is logged, not returned.
+func New(cfg Config, store cas.Store, logger *slog.Logger) (*Edge, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("edged config: %w", err)
+	}
+	token, err := cfg.token()
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Edge{
+		cfg:       cfg,
+		token:     token,
+		store:     store,
+		logger:    logger,
+		threshold: int64(cfg.StreamThreshold),
+		m:         newMetrics(),
+		client:    &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		releases:  map[string]*release{},
+	}
+	e.base, e.cancel = context.WithCancel(context.Background())
+	if e.objects, err = newObjects(e.base, store, cfg.CacheSize, cfg.FetchTimeout.D(), e.m); err != nil {
+		e.cancel()
+		return nil, err
+	}
+	if err := e.openAccessLog(); err != nil {
+		e.Close()
+		return nil, err
+	}
+	if cfg.StateDir != "" {
+		if err := os.MkdirAll(manifestDir(cfg.StateDir), 0o755); err != nil {
+			e.Close()
+			return nil, fmt.Errorf("create edged state directory: %w", err)
+		}
+		if err := e.loadState(e.base); err != nil {
+			logger.Warn("routes kept on disk could not be loaded; waiting for controld", "err", err)
+		}
+	}
+	return e, nil
+}
+
+func (e *Edge) openAccessLog() error {
+	var w io.Writer
+	switch e.cfg.AccessLog {
+	case "":
+		return nil
+	case "-":
+		w = os.Stdout
+	default:
+		f, err := os.OpenFile(e.cfg.AccessLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("open access log: %w", err)
+		}
+		w, e.accessOut = f, f
+	}
+	e.access = slog.New(slog.NewJSONHandler(w, nil))
+	return nil
+}
+
+// Close releases the cache and the access log. Call it after Serve and Sync returned.
+func (e *Edge) Close() error {
+	e.cancel()
+	if e.objects != nil {
+		e.objects.close()
+	}
+	if e.accessOut != nil {
+		return e.accessOut.Close()
+	}
+	return nil
+}
+
+// Version returns the routes version being served; 0 before any routes are loaded.
+func (e *Edge) Version() int64 {
+	if t := e.table.Load(); t != nil {
+		return t.version
+	}
+	return 0
+}
+
+// Handler returns the public fasthttp handler (Serve uses it).
+func (e *Edge) Handler() fasthttp.RequestHandler { return e.handle }
+
+// Serve serves the public listener until ctx is cancelled, then shuts down gracefully
+// (in-flight requests finish within Config.ShutdownTimeout) and returns nil.
+func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &fasthttp.Server{
+		Handler:                      e.handle,
+		ErrorHandler:                 e.handleParseError,
+		Name:                         "armor-edged",
+		ReadBufferSize:               8 << 10,
+		WriteBufferSize:              64 << 10,
+		ReadTimeout:                  60 * time.Second,
+		IdleTimeout:                  120 * time.Second,
+		MaxRequestBodySize:           4 << 10,
+		NoDefaultContentType:         true,
+		DisablePreParseMultipartForm: true,
+		CloseOnShutdown:              true,
+		Logger:                       fasthttpLogger{e.logger},
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), e.cfg.ShutdownTimeout.D())
+	defer cancel()
+	err := srv.ShutdownWithContext(sctx)
+	<-errc
+	if err != nil {
+		return fmt.Errorf("shut down %s: %w", ln.Addr(), err)
+	}
+	return nil
+}
+
+// handleParseError answers requests fasthttp could not parse (among them HTTP/1.1
+// without Host) with 400.
+func (e *Edge) handleParseError(ctx *fasthttp.RequestCtx, err error) {
+	e.m.request(ctx.Method(), fail(ctx, errBadRequest))
+	e.logger.Debug("malformed request", "remote", ctx.RemoteAddr().String(), "err", err)
+}
+
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Debug(fmt.Sprintf(format, args...))
+}
+
+// AdminHandler returns the admin endpoints: /healthz and /metrics.
+func (e *Edge) AdminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(e.m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", e.healthz)
+	return mux
+}
+
+// healthz answers 200 once routes are loaded (from controld or disk), 503 before.
+func (e *Edge) healthz(w http.ResponseWriter, _ *http.Request) {
+	t := e.table.Load()
+	w.Header().Set("Content-Type", "application/json")
+	if t == nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"status":"no routes loaded"}` + "\n"))
+		return
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "routes_version": t.version, "sites": len(t.sites)})
+}
+
+// ServeAdmin serves AdminHandler on ln until ctx is cancelled, then shuts down
+// gracefully and returns nil.
+func (e *Edge) ServeAdmin(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: e.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve admin %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), e.cfg.ShutdownTimeout.D())
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+		err = serr
+	}
+	if err != nil {
+		return fmt.Errorf("shut down admin %s: %w", ln.Addr(), err)
+	}
+	return nil
+}

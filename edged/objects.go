@@ -1,0 +1,142 @@
+package edged
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/armor-apt/armor/manifest/cas"
+)
+
+// errCorrupt: the store returned bytes that are not the object (wrong size or digest).
+// Nothing is cached.
+var errCorrupt = errors.New("store object does not match its digest")
+
+// objects is the object cache in front of the store: a ristretto cache keyed by
+// SHA-256 with cost = size, filled on a miss by exactly one store fetch however many
+// requests miss at once (singleflight).
+type objects struct {
+	cache   *ristretto.Cache[string, []byte]
+	flights singleflight.Group
+	store   cas.Store
+	timeout time.Duration
+	base    context.Context // cancelled when the edge closes
+	m       *metrics
+}
+
+func newObjects(base context.Context, store cas.Store, size ByteSize, timeout time.Duration, m *metrics) (*objects, error) {
+	counters := int64(size/(4*KiB)) * 10
+	counters = min(max(counters, 1e4), 1e7)
+	c, err := ristretto.NewCache(&ristretto.Config[string, []byte]{
+		NumCounters:        counters,
+		MaxCost:            int64(size),
+		BufferItems:        64,
+		IgnoreInternalCost: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create object cache: %w", err)
+	}
+	return &objects{cache: c, store: store, timeout: timeout, base: base, m: m}, nil
+}
+
+// get returns the whole object, from the cache or, on a miss, from the store. The
+// returned slice is shared and must not be modified.
+func (o *objects) get(sum string, size int64) ([]byte, error) {
+	if b, ok := o.cache.Get(sum); ok {
+		o.m.hits.Inc()
+		return b, nil
+	}
+	o.m.misses.Inc()
+	return o.fill(sum, size)
+}
+
+// fill fetches an object into the cache (once, whatever the number of callers).
+func (o *objects) fill(sum string, size int64) ([]byte, error) {
+	v, err, _ := o.flights.Do(sum, func() (any, error) {
+		if b, ok := o.cache.Get(sum); ok {
+			return b, nil
+		}
+		b, err := o.fetch(sum, size)
+		if err != nil {
+			return nil, err
+		}
+		o.cache.Set(sum, b, int64(len(b)))
+		o.cache.Wait()
+		return b, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]byte), nil
+}
+
+// cached reports whether the object is in the cache, without counting a hit.
+func (o *objects) cached(sum string) bool {
+	_, ok := o.cache.Get(sum)
+	return ok
+}
+
+// fetch reads a whole object from the store and checks its size and digest.
+func (o *objects) fetch(sum string, size int64) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(o.base, o.timeout)
+	defer cancel()
+	start := time.Now()
+	defer func() { o.m.fetchSeconds.Observe(time.Since(start).Seconds()) }()
+	rc, err := o.store.Open(ctx, sum, 0, -1)
+	if err != nil {
+		o.m.storeErrors.Inc()
+		return nil, fmt.Errorf("fetch object %s: %w", sum, err)
+	}
+	defer rc.Close()
+	b := make([]byte, size+1)
+	n, err := io.ReadFull(rc, b)
+	switch {
+	case err == io.ErrUnexpectedEOF || err == io.EOF:
+		b = b[:n]
+	case err != nil:
+		o.m.storeErrors.Inc()
+		return nil, fmt.Errorf("fetch object %s: %w", sum, err)
+	}
+	got := sha256.Sum256(b)
+	if int64(len(b)) != size || hex.EncodeToString(got[:]) != sum {
+		o.m.storeErrors.Inc()
+		return nil, fmt.Errorf("fetch object %s (%d bytes read, %d expected): %w", sum, len(b), size, errCorrupt)
+	}
+	return b, nil
+}
+
+// open streams length bytes of an object from offset straight from the store, for
+// objects too large to cache.
+func (o *objects) open(sum string, offset, length int64) (io.ReadCloser, error) {
+	ctx, cancel := context.WithCancel(o.base)
+	start := time.Now()
+	rc, err := o.store.Open(ctx, sum, offset, length)
+	o.m.fetchSeconds.Observe(time.Since(start).Seconds())
+	if err != nil {
+		cancel()
+		o.m.storeErrors.Inc()
+		return nil, fmt.Errorf("open object %s: %w", sum, err)
+	}
+	return &streamBody{ReadCloser: rc, cancel: cancel}, nil
+}
+
+// streamBody releases the store request's context once fasthttp closes the body.
+type streamBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (s *streamBody) Close() error {
+	err := s.ReadCloser.Close()
+	s.cancel()
+	return err
+}
+
+func (o *objects) close() { o.cache.Close() }

@@ -1,0 +1,59 @@
+package edged
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/armor-apt/armor/manifest/cas"
+)
+
+// Store fetches are retried this many times (with backoff from storeRetryBase) before a
+// miss is answered 503.
+const (
+	storeAttempts  = 3
+	storeRetryBase = 100 * time.Millisecond
+)
+
+// Run is the whole edge daemon: it opens cfg.Store (any rclone remote), creates the
+// Edge, listens on cfg.Listen and cfg.AdminListen, and syncs routes from controld until
+// ctx is cancelled; then it shuts the listeners down gracefully and returns nil. It
+// returns an error when something cannot start or a listener fails.
+func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cfg = cfg.withDefaults()
+	if cfg.Store == "" {
+		return fmt.Errorf("edged config: store: the object store (an rclone remote) is required")
+	}
+	rc, err := cas.OpenRclone(ctx, cfg.Store)
+	if err != nil {
+		return err
+	}
+	e, err := New(cfg, cas.WithRetry(rc, storeAttempts, storeRetryBase), logger)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	aln, err := net.Listen("tcp", cfg.AdminListen)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("listen for admin: %w", err)
+	}
+	logger.Info("edged listening", "listen", ln.Addr().String(), "admin", aln.Addr().String(),
+		"controld", cfg.Controld, "store", rc.String(), "routes_version", e.Version())
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return e.Sync(gctx) })
+	g.Go(func() error { return e.Serve(gctx, ln) })
+	g.Go(func() error { return e.ServeAdmin(gctx, aln) })
+	return g.Wait()
+}

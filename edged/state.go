@@ -1,0 +1,159 @@
+package edged
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/armor-apt/armor/manifest"
+)
+
+// The state directory keeps what a restart needs to route without controld or the
+// store:
+//
+//	<state_dir>/routes.json           the last applied routes feed, as controld sent it
+//	<state_dir>/manifests/<sha256>    every manifest that feed needs, as stored
+//
+// Manifests are written before routes.json names them, and every file is written
+// atomically (temp file, fsync, rename, fsync of the directory).
+const (
+	routesFile     = "routes.json"
+	manifestSubdir = "manifests"
+	maxManifest    = 1 << 30
+)
+
+func manifestDir(stateDir string) string { return filepath.Join(stateDir, manifestSubdir) }
+
+// loadState applies the routes kept on disk, if any, without pre-warming.
+func (e *Edge) loadState(ctx context.Context) error {
+	raw, err := os.ReadFile(filepath.Join(e.cfg.StateDir, routesFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read kept routes: %w", err)
+	}
+	f, err := ParseFeed(raw)
+	if err != nil {
+		return fmt.Errorf("kept routes %s: %w", filepath.Join(e.cfg.StateDir, routesFile), err)
+	}
+	return e.apply(ctx, f, nil, false)
+}
+
+// saveState writes the feed and removes kept manifests it no longer needs.
+func (e *Edge) saveState(raw []byte, needed map[string]bool) error {
+	if err := writeFileAtomic(e.cfg.StateDir, routesFile, raw); err != nil {
+		return err
+	}
+	dir := manifestDir(e.cfg.StateDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("list kept manifests: %w", err)
+	}
+	for _, ent := range entries {
+		if !needed[ent.Name()] {
+			if err := os.Remove(filepath.Join(dir, ent.Name())); err != nil {
+				return fmt.Errorf("remove kept manifest: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// loadRelease reads the manifest object sum from the state directory or, failing
+// that, from the store (keeping a copy on disk), and checks its digest.
+func (e *Edge) loadRelease(ctx context.Context, sum string) (*release, error) {
+	var data []byte
+	var name string
+	if e.cfg.StateDir != "" {
+		p := filepath.Join(manifestDir(e.cfg.StateDir), sum)
+		if b, err := os.ReadFile(p); err == nil && digest(b) == sum {
+			data, name = b, p
+		}
+	}
+	if data == nil {
+		b, err := e.fetchManifest(ctx, sum)
+		if err != nil {
+			return nil, err
+		}
+		data, name = b, "store object "+sum
+		if e.cfg.StateDir != "" {
+			if err := writeFileAtomic(manifestDir(e.cfg.StateDir), sum, data); err != nil {
+				e.logger.Warn("manifest could not be kept on disk", "manifest", sum, "err", err)
+			}
+		}
+	}
+	m, err := manifest.Parse(data, name)
+	if err != nil {
+		return nil, fmt.Errorf("load release manifest: %w", err)
+	}
+	rel := &release{sum: sum, m: m}
+	if t, err := time.Parse(time.RFC3339, m.Date); err == nil {
+		rel.date = t
+	}
+	return rel, nil
+}
+
+func (e *Edge) fetchManifest(ctx context.Context, sum string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, e.cfg.FetchTimeout.D())
+	defer cancel()
+	rc, err := e.store.Open(ctx, sum, 0, -1)
+	if err != nil {
+		return nil, fmt.Errorf("fetch manifest %s: %w", sum, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, maxManifest))
+	if err != nil {
+		return nil, fmt.Errorf("fetch manifest %s: %w", sum, err)
+	}
+	if digest(b) != sum {
+		return nil, fmt.Errorf("fetch manifest %s: %w", sum, errCorrupt)
+	}
+	return b, nil
+}
+
+func digest(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// writeFileAtomic writes dir/name so that a reader (or a crash) sees the old content
+// or the new, never a part: temp file, fsync, rename, fsync of the directory.
+func writeFileAtomic(dir, name string, data []byte) error {
+	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, bytes.NewReader(data)); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync %s: %w", name, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", name, err)
+	}
+	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("rename %s: %w", name, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory of %s: %w", name, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory of %s: %w", name, err)
+	}
+	return nil
+}

@@ -1,0 +1,237 @@
+package edged
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// maxFeedBytes bounds a routes feed body.
+const maxFeedBytes = 64 << 20
+
+// errNotModified: controld's long poll ended without a change.
+var errNotModified = errors.New("routes not modified")
+
+// Sync keeps the edge's routes in step with controld until ctx is cancelled (then it
+// returns nil). It long-polls the routes feed, so a flip is seen within about a
+// second; on each new version it loads the manifests, pre-warms the new releases'
+// index files, persists the routes and swaps the routing table. On any error it keeps
+// serving the last known routes and retries with exponential backoff (with jitter).
+// Only one Sync may run at a time.
+func (e *Edge) Sync(ctx context.Context) error {
+	minB, maxB := e.cfg.Poll.BackoffMin.D(), e.cfg.Poll.BackoffMax.D()
+	backoff := minB
+	for {
+		start := time.Now()
+		err := e.syncOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		switch {
+		case err == nil:
+			backoff = minB
+			continue
+		case errors.Is(err, errNotModified):
+			backoff = minB
+			// A controld that ignores wait= must not make this loop spin.
+			if time.Since(start) < time.Second {
+				sleepCtx(ctx, minB)
+			}
+			continue
+		}
+		e.m.pollErrors.Inc()
+		e.logger.Warn("routes sync failed; serving the last known routes", "err", err, "retry_in", backoff)
+		sleepCtx(ctx, backoff/2+rand.N(backoff/2+1))
+		backoff = min(2*backoff, maxB)
+	}
+}
+
+// sleepCtx sleeps for d or until ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// syncOnce polls once and applies what changed.
+func (e *Edge) syncOnce(ctx context.Context) error {
+	raw, err := e.poll(ctx)
+	if err != nil {
+		return err
+	}
+	f, err := ParseFeed(raw)
+	if err != nil {
+		return err
+	}
+	if f.Version == e.Version() && e.table.Load() != nil {
+		return nil
+	}
+	return e.apply(ctx, f, raw, true)
+}
+
+// poll fetches the routes feed: at once when no routes are loaded, else as a long poll
+// that returns errNotModified when the version did not change.
+func (e *Edge) poll(ctx context.Context) ([]byte, error) {
+	u := strings.TrimSuffix(e.cfg.Controld, "/") + "/v1/routes"
+	wait := e.cfg.Poll.Wait.D()
+	cur := e.table.Load()
+	if cur != nil && wait > 0 {
+		u += "?wait=" + strconv.Itoa(int(wait/time.Second))
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait+30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, fmt.Errorf("poll routes: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.token)
+	req.Header.Set("Accept", "application/json")
+	if cur != nil {
+		req.Header.Set("If-None-Match", `"`+strconv.FormatInt(cur.version, 10)+`"`)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("poll routes from %s: %w", e.cfg.Controld, err)
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotModified:
+		return nil, errNotModified
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return nil, fmt.Errorf("poll routes from %s: controld refused the token (%s): check %s or token_file", e.cfg.Controld, resp.Status, TokenEnv)
+	default:
+		return nil, fmt.Errorf("poll routes from %s: %s", e.cfg.Controld, resp.Status)
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxFeedBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read routes from %s: %w", e.cfg.Controld, err)
+	}
+	if len(raw) > maxFeedBytes {
+		return nil, fmt.Errorf("read routes from %s: feed larger than %d bytes", e.cfg.Controld, maxFeedBytes)
+	}
+	return raw, nil
+}
+
+// apply makes f the served routes: it loads every manifest f needs, builds the new
+// path maps (reusing unchanged ones), pre-warms the index files of new active releases
+// when warm is set, persists f, and only then swaps the table. On error nothing
+// changes.
+func (e *Edge) apply(ctx context.Context, f *Feed, raw []byte, warm bool) error {
+	e.applyMu.Lock()
+	defer e.applyMu.Unlock()
+	now := time.Now()
+	needed := map[string]bool{}
+	for _, s := range f.Sites {
+		if s.Active == nil {
+			continue
+		}
+		if err := e.need(ctx, s.Repository, s.Active.ID, s.Active.Manifest, needed); err != nil {
+			return err
+		}
+		for _, r := range s.Retained {
+			if r.Until.After(now) {
+				if err := e.need(ctx, s.Repository, r.ID, r.Manifest, needed); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	old := map[string]*routeMap{}
+	if t := e.table.Load(); t != nil {
+		for _, s := range t.sites {
+			old[s.repository] = s.routes
+		}
+	}
+	next := &table{version: f.Version, hosts: map[string]*site{}}
+	var fresh []*release
+	for _, fs := range f.Sites {
+		if fs.Active == nil || len(fs.Hostnames) == 0 {
+			continue
+		}
+		rm := old[fs.Repository]
+		if rm == nil || rm.key != routesKey(fs, now) {
+			rm = buildRoutes(fs, e.releases, now)
+			fresh = append(fresh, e.releases[fs.Active.Manifest])
+		}
+		s := &site{repository: fs.Repository, name: fs.Hostnames[0], active: *fs.Active, routes: rm}
+		next.sites = append(next.sites, s)
+		for _, h := range fs.Hostnames {
+			next.hosts[h] = s
+		}
+	}
+	if warm {
+		if err := e.prewarm(ctx, fresh); err != nil {
+			return err
+		}
+	}
+	if raw != nil && e.cfg.StateDir != "" {
+		if err := e.saveState(raw, needed); err != nil {
+			e.logger.Warn("routes could not be kept on disk; serving them anyway", "err", err)
+		}
+	}
+	e.table.Store(next)
+	e.m.setRoutes(next)
+	for sum := range e.releases {
+		if !needed[sum] {
+			delete(e.releases, sum)
+		}
+	}
+	e.logger.Info("routes applied", "version", f.Version, "sites", len(next.sites), "new_releases", len(fresh))
+	return nil
+}
+
+// need loads (if not yet loaded) the manifest of a release and checks it is the
+// release the feed names, of the repository it is routed for.
+func (e *Edge) need(ctx context.Context, repo, id, sum string, needed map[string]bool) error {
+	rel := e.releases[sum]
+	if rel == nil {
+		var err error
+		if rel, err = e.loadRelease(ctx, sum); err != nil {
+			return err
+		}
+		e.releases[sum] = rel
+	}
+	if rel.m.ID != id || rel.m.Repository != repo {
+		return fmt.Errorf("manifest %s is release %s of %s, but the routes name it release %s of %s", sum, rel.m.ID, rel.m.Repository, id, repo)
+	}
+	needed[sum] = true
+	return nil
+}
+
+// prewarmConcurrency bounds parallel store fetches while pre-warming.
+const prewarmConcurrency = 8
+
+// prewarm loads the index files of the given releases (Release, InRelease,
+// Release.gpg, Packages*) into the cache, so the first clients after a flip hit.
+func (e *Edge) prewarm(ctx context.Context, rels []*release) error {
+	g, _ := errgroup.WithContext(ctx)
+	g.SetLimit(prewarmConcurrency)
+	seen := map[string]bool{}
+	for _, rel := range rels {
+		for _, f := range rel.m.Files {
+			if !warmable(f.Path) || f.Size > e.threshold || seen[f.SHA256] || e.objects.cached(f.SHA256) {
+				continue
+			}
+			seen[f.SHA256] = true
+			g.Go(func() error {
+				if _, err := e.objects.fill(f.SHA256, f.Size); err != nil {
+					return fmt.Errorf("pre-warm %s of release %s: %w", f.Path, rel.m.ID, err)
+				}
+				return nil
+			})
+		}
+	}
+	return g.Wait()
+}

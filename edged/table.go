@@ -1,0 +1,203 @@
+package edged
+
+import (
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/armor-apt/armor/manifest"
+)
+
+// table is one immutable routing table: every served hostname's path map. The edge
+// holds it in an atomic.Pointer and replaces it whole, so a request sees one version.
+type table struct {
+	version int64
+	hosts   map[string]*site
+	sites   []*site
+}
+
+// site is one repository's served tree under one routes version.
+type site struct {
+	repository string
+	name       string // first hostname, the site label in metrics
+	active     ActiveRelease
+	routes     *routeMap
+}
+
+// routeMap maps tree paths to objects for one (active, retained) combination. It is
+// shared by consecutive tables while that combination does not change.
+type routeMap struct {
+	key   string
+	paths map[string]*route
+}
+
+// route is everything the handler needs to answer for one path, precomputed so the hot
+// path allocates nothing.
+type route struct {
+	sum          string // hex SHA-256: the cache and store key
+	size         int64
+	until        int64 // unix nanoseconds after which a retained-only route is gone; 0: never
+	modTime      int64 // unix seconds of Last-Modified; 0: none
+	etag         []byte
+	lastModified []byte
+	contentType  []byte
+	cacheControl []byte
+}
+
+// release is a loaded manifest.
+type release struct {
+	sum  string // digest of the manifest object
+	m    *manifest.Manifest
+	date time.Time // the manifest's build date; zero if unparsable
+}
+
+var (
+	ccImmutable = []byte("public, max-age=31536000, immutable")
+	ccShort     = []byte("public, max-age=60")
+)
+
+// immutablePath reports whether p is content-addressed in practice (by-hash/ or pool/):
+// served with a long max-age, and through retained releases too.
+func immutablePath(p string) bool {
+	return strings.HasPrefix(p, "pool/") || strings.Contains(p, "/by-hash/")
+}
+
+// routesKey identifies a routeMap's inputs.
+func routesKey(s FeedSite, now time.Time) string {
+	var b strings.Builder
+	b.WriteString(s.Active.ID)
+	b.WriteString(s.Active.ActivatedAt.UTC().Format(time.RFC3339))
+	for _, r := range s.Retained {
+		if r.Until.After(now) {
+			b.WriteString(r.ID)
+			b.WriteString(r.Until.UTC().Format(time.RFC3339Nano))
+		}
+	}
+	return b.String()
+}
+
+// buildRoutes makes the path map of a site: every path of the active release, then the
+// by-hash/ and pool/ paths of unexpired retained releases not already served (feed
+// order: the first listed wins). releases must hold every manifest named.
+func buildRoutes(s FeedSite, releases map[string]*release, now time.Time) *routeMap {
+	act := releases[s.Active.Manifest]
+	etags := map[string][]byte{}
+	rm := &routeMap{key: routesKey(s, now), paths: make(map[string]*route, len(act.m.Files)+len(act.m.Packages))}
+	add := func(rel *release, modTime time.Time, until int64, onlyImmutable bool) {
+		types := siblingTypes(rel.m)
+		for p, o := range rel.m.Paths() {
+			if _, ok := rm.paths[p]; ok || (onlyImmutable && !immutablePath(p)) {
+				continue
+			}
+			et, ok := etags[o.SHA256]
+			if !ok {
+				et = []byte(`"` + o.SHA256 + `"`)
+				etags[o.SHA256] = et
+			}
+			r := &route{sum: o.SHA256, size: o.Size, until: until, etag: et, contentType: types.of(p, o.SHA256), cacheControl: ccShort}
+			if immutablePath(p) {
+				r.cacheControl = ccImmutable
+			}
+			if !modTime.IsZero() {
+				r.modTime = modTime.Unix()
+				r.lastModified = []byte(modTime.UTC().Format(http.TimeFormat))
+			}
+			rm.paths[p] = r
+		}
+	}
+	add(act, s.Active.ActivatedAt, 0, false)
+	for _, r := range s.Retained {
+		if rel := releases[r.Manifest]; rel != nil && r.Until.After(now) {
+			add(rel, rel.date, r.Until.UnixNano(), true)
+		}
+	}
+	return rm
+}
+
+// typeIndex gives by-hash paths (which have no extension) the content type of the
+// named file with the same digest in the same release.
+type typeIndex map[string][]byte
+
+func siblingTypes(m *manifest.Manifest) typeIndex {
+	t := typeIndex{}
+	for _, f := range m.Files {
+		if !strings.Contains(f.Path, "/by-hash/") {
+			t[f.SHA256] = contentType(f.Path)
+		}
+	}
+	return t
+}
+
+func (t typeIndex) of(p, sum string) []byte {
+	if strings.Contains(p, "/by-hash/") {
+		if ct, ok := t[sum]; ok {
+			return ct
+		}
+	}
+	return contentType(p)
+}
+
+var (
+	ctText      = []byte("text/plain; charset=utf-8")
+	ctPGP       = []byte("application/pgp-signature")
+	ctGzip      = []byte("application/gzip")
+	ctXz        = []byte("application/x-xz")
+	ctBzip2     = []byte("application/x-bzip2")
+	ctZstd      = []byte("application/zstd")
+	ctLz4       = []byte("application/x-lz4")
+	ctLzma      = []byte("application/x-lzma")
+	ctDeb       = []byte("application/vnd.debian.binary-package")
+	ctTar       = []byte("application/x-tar")
+	ctDiff      = []byte("text/x-diff; charset=utf-8")
+	ctJSON      = []byte("application/json")
+	ctOctet     = []byte("application/octet-stream")
+	textIndexes = []string{"Packages", "Sources", "Translation-", "Contents-", "Commands-", "Components-", "Index", "Release", "InRelease"}
+)
+
+// contentType maps a tree path to its Content-Type by its name.
+func contentType(p string) []byte {
+	base := path.Base(p)
+	switch path.Ext(base) {
+	case ".gpg", ".asc", ".sig":
+		return ctPGP
+	case ".gz":
+		return ctGzip
+	case ".xz":
+		return ctXz
+	case ".bz2":
+		return ctBzip2
+	case ".zst":
+		return ctZstd
+	case ".lz4":
+		return ctLz4
+	case ".lzma":
+		return ctLzma
+	case ".deb", ".udeb", ".ddeb":
+		return ctDeb
+	case ".tar":
+		return ctTar
+	case ".diff", ".patch":
+		return ctDiff
+	case ".json":
+		return ctJSON
+	case ".dsc", ".changes", ".buildinfo", ".txt":
+		return ctText
+	}
+	for _, prefix := range textIndexes {
+		if strings.HasPrefix(base, prefix) {
+			return ctText
+		}
+	}
+	return ctOctet
+}
+
+// warmable reports whether p is an index file pre-warmed before a flip: Release,
+// InRelease, Release.gpg and Packages* under dists/.
+func warmable(p string) bool {
+	if !strings.HasPrefix(p, "dists/") || strings.Contains(p, "/by-hash/") {
+		return false
+	}
+	base := path.Base(p)
+	return base == "Release" || base == "InRelease" || base == "Release.gpg" || strings.HasPrefix(base, "Packages")
+}
