@@ -1,0 +1,145 @@
+package manifest
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func sum(c byte) string { return strings.Repeat(string(c), 64) }
+
+func sample() *Manifest {
+	m := &Manifest{
+		Schema: SchemaVersion, Repository: "demo", Date: "2026-11-22T00:00:00Z",
+		Packages: []Package{
+			{"stable", "main", "hello", "2.10-3", "amd64", "pool/main/h/hello/hello_2.10-3_amd64.deb", 10, sum('a')},
+			{"stable", "main", "base", "1:1.0-1", "all", "pool/main/b/base/base_1.0-1_all.deb", 20, sum('b')},
+		},
+		Files: []File{
+			{"dists/stable/Release", 30, sum('c')},
+			{"dists/stable/InRelease", 40, sum('d')},
+		},
+	}
+	if err := Seal(m); err != nil {
+		panic(err)
+	}
+	return m
+}
+
+func TestRoundTrip(t *testing.T) {
+	m := sample()
+	data, err := Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Parse(data, "m.toml")
+	if err != nil {
+		t.Fatalf("Parse: %v\n%s", err, data)
+	}
+	again, _ := Marshal(got)
+	if !bytes.Equal(data, again) {
+		t.Fatalf("encoding not stable:\n%s\n---\n%s", data, again)
+	}
+	if got.ID != m.ID || len(got.Packages) != 2 || got.Packages[0].Name != "base" {
+		t.Fatalf("decoded %+v", got)
+	}
+	if !strings.Contains(string(data), "[[package]]\nsuite = 'stable'") {
+		t.Fatalf("unexpected layout:\n%s", data)
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	good, _ := Marshal(sample())
+	tests := []struct {
+		name, edit, want string
+	}{
+		{"unknown key", "schema = 1\n", "schema = 1\nflavour = 'x'\n"},
+		{"tampered", "size = 10\n", "size = 11\n"},
+		{"bad digest", "sha256 = '" + sum('a') + "'", "sha256 = 'zz'"},
+		{"traversal", "pool/main/h/hello/hello_2.10-3_amd64.deb", "pool/../etc/passwd"},
+		{"schema", "schema = 1\n", "schema = 9\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			bad := strings.Replace(string(good), tt.edit, tt.want, 1)
+			if bad == string(good) {
+				t.Fatalf("edit %q did not apply", tt.edit)
+			}
+			if _, err := Parse([]byte(bad), "m.toml"); err == nil {
+				t.Fatalf("accepted:\n%s", bad)
+			} else if !strings.Contains(err.Error(), "m.toml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+		})
+	}
+	t.Run("id mismatch is typed", func(t *testing.T) {
+		bad := strings.Replace(string(good), "size = 10\n", "size = 12\n", 1)
+		_, err := Parse([]byte(bad), "m.toml")
+		if !errors.Is(err, ErrIDMismatch) {
+			t.Fatalf("want ErrIDMismatch, got %v", err)
+		}
+	})
+	t.Run("unknown key names line", func(t *testing.T) {
+		bad := strings.Replace(string(good), "schema = 1\n", "schema = 1\nflavour = 'x'\n", 1)
+		_, err := Parse([]byte(bad), "m.toml")
+		if err == nil || !strings.Contains(err.Error(), "flavour") {
+			t.Fatalf("want error naming flavour, got %v", err)
+		}
+	})
+}
+
+func TestDiff(t *testing.T) {
+	old := sample()
+	nu := sample()
+	nu.Packages[0].Version = "2.10-4" // hello upgraded (after sorting: index 1 is hello)
+	for i := range nu.Packages {
+		if nu.Packages[i].Name == "hello" {
+			nu.Packages[i].Version = "2.10-4"
+		}
+		if nu.Packages[i].Name == "base" {
+			nu.Packages[i].Version = "1:0.9-1"
+		}
+	}
+	nu.Packages = append(nu.Packages, Package{"stable", "main", "new", "1", "amd64", "pool/main/n/new/new_1_amd64.deb", 1, sum('e')})
+	got := Diff(old, nu)
+	want := []Change{
+		{"stable", "main", "all", "base", Downgraded, "1:1.0-1", "1:0.9-1"},
+		{"stable", "main", "amd64", "hello", Upgraded, "2.10-3", "2.10-4"},
+		{"stable", "main", "amd64", "new", Added, "", "1"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v\nwant %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("change %d: got %+v want %+v", i, got[i], want[i])
+		}
+	}
+	if rm := Diff(nu, nil); len(rm) != 3 || rm[0].Kind != Removed {
+		t.Fatalf("diff to nil: %+v", rm)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	good, _ := Marshal(sample())
+	f.Add(good)
+	f.Add([]byte("schema = 1\n"))
+	f.Add([]byte("[[package]]\nname = 3\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := Parse(data, "fuzz")
+		if err != nil {
+			return
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("Parse accepted an invalid manifest: %v", err)
+		}
+		out, err := Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse(out, "again"); err != nil {
+			t.Fatalf("re-encoded manifest does not parse: %v", err)
+		}
+	})
+}
