@@ -1,0 +1,134 @@
+package controld
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+
+	"github.com/armor-apt/armor/controld/api"
+)
+
+// Defaults of Config.
+const (
+	DefaultListen           = "127.0.0.1:7380"
+	DefaultMaxBody          = 1 << 20   // 1 MiB of JSON per request
+	DefaultMaxManifest      = 512 << 20 // a manifest of a very large repository
+	DefaultStoreConcurrency = 32
+	DefaultShutdownTimeout  = 10 * time.Second
+)
+
+// Config configures controld. LoadConfig reads it from TOML; the CLI may then override
+// fields from flags. Zero fields take their defaults.
+type Config struct {
+	// Listen is the TCP address of the API (default 127.0.0.1:7380).
+	Listen string `toml:"listen"`
+	// DataDir holds the state database (controld.db). Required by Run.
+	DataDir string `toml:"data_dir"`
+	// Store is the object store as an rclone remote: a local path, "s3:bucket/prefix",
+	// a connection string, or a remote from rclone.conf. Required by Run.
+	Store string `toml:"store"`
+	// TLSCert and TLSKey, both set, make the API serve HTTPS.
+	TLSCert string `toml:"tls_cert"`
+	TLSKey  string `toml:"tls_key"`
+	// Retention is the retention window of new repositories (default 48h).
+	Retention api.Duration `toml:"retention"`
+	// MaxBody limits a request body in bytes (default 1 MiB). Manifests are not posted:
+	// controld reads them from the store.
+	MaxBody int64 `toml:"max_body"`
+	// MaxManifest limits the size of a manifest object read from the store (default
+	// 512 MiB).
+	MaxManifest int64 `toml:"max_manifest"`
+	// StoreConcurrency bounds the parallel object checks of one recording (default 32).
+	StoreConcurrency int `toml:"store_concurrency"`
+	// ShutdownTimeout bounds the graceful shutdown (default 10s).
+	ShutdownTimeout api.Duration `toml:"shutdown_timeout"`
+
+	// Now is the clock (default time.Now); tests inject their own.
+	Now func() time.Time `toml:"-"`
+	// Logger receives request and error logs (default: discarded). Run sets it.
+	Logger *slog.Logger `toml:"-"`
+}
+
+// LoadConfig reads a Config from a TOML file strictly: an unknown key or a wrong type is
+// an error naming the file and line. Defaults are applied.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("read controld config: %w", err)
+	}
+	return ParseConfig(data, path)
+}
+
+// ParseConfig is LoadConfig on bytes; name labels errors.
+func ParseConfig(data []byte, name string) (Config, error) {
+	var cfg Config
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		var strict *toml.StrictMissingError
+		var de *toml.DecodeError
+		switch {
+		case errors.As(err, &strict):
+			return Config{}, fmt.Errorf("controld config %s: unknown key (see configs/controld.toml for the valid ones):\n%s", name, strict.String())
+		case errors.As(err, &de):
+			row, col := de.Position()
+			return Config{}, fmt.Errorf("controld config %s:%d:%d: %s", name, row, col, de.Error())
+		default:
+			return Config{}, fmt.Errorf("controld config %s: %w", name, err)
+		}
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.check(); err != nil {
+		return Config{}, fmt.Errorf("controld config %s: %w", name, err)
+	}
+	return cfg, nil
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Retention.Duration == 0 {
+		c.Retention.Duration = api.DefaultRetention
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	if c.MaxManifest == 0 {
+		c.MaxManifest = DefaultMaxManifest
+	}
+	if c.StoreConcurrency == 0 {
+		c.StoreConcurrency = DefaultStoreConcurrency
+	}
+	if c.ShutdownTimeout.Duration == 0 {
+		c.ShutdownTimeout.Duration = DefaultShutdownTimeout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// check validates values that have no sensible default.
+func (c Config) check() error {
+	switch {
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return errors.New("tls_cert and tls_key must be set together")
+	case c.Retention.Duration < 0:
+		return fmt.Errorf("retention %v is negative", c.Retention)
+	case c.MaxBody < 0 || c.MaxManifest < 0:
+		return errors.New("max_body and max_manifest must be positive")
+	case c.StoreConcurrency < 0:
+		return errors.New("store_concurrency must be positive")
+	}
+	return nil
+}

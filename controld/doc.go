@@ -1,0 +1,10 @@
+// Package controld is armor's control daemon as a library: it records verified releases,
+// flips each repository's active pointer by compare-and-swap, keeps the history, manages
+// repositories (hostnames, public keys, retention) and tokens, and publishes the routes
+// feed that edges poll. It speaks HTTP+JSON under /v1 (see API.md).
+//
+// Run is the daemon; NewServer and Server.Handler serve the API in process; CreateToken
+// bootstraps the first admin token against a data directory while no daemon runs. State
+// lives behind state.Store (bbolt by default), objects behind cas.Store. The CLI wiring
+// is in package cli.
+package controld

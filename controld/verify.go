@@ -1,0 +1,360 @@
+package controld
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/armor-apt/armor/controld/state"
+	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/manifest"
+	"github.com/armor-apt/armor/manifest/cas"
+)
+
+// maxSignedFile bounds the InRelease and Release.gpg files controld reads.
+const maxSignedFile = 64 << 20
+
+// readObject reads a whole object of at most limit bytes and checks its digest.
+// A missing object or one over the limit is a 422 describing what; a store failure 502.
+func (s *Server) readObject(ctx context.Context, what, sum string, limit int64) ([]byte, error) {
+	rc, err := s.store.Open(ctx, sum, 0, -1)
+	if errors.Is(err, cas.ErrNotFound) {
+		return nil, invalidRelease("%s (object %s) is not in the store %s: upload it first (armor push)", what, sum, s.store)
+	}
+	if err != nil {
+		return nil, storeFailed("read %s from the store %s: %w", what, s.store, err)
+	}
+	defer rc.Close()
+	h := sha256.New()
+	data, err := io.ReadAll(io.TeeReader(io.LimitReader(rc, limit+1), h))
+	if err != nil {
+		return nil, storeFailed("read %s from the store %s: %w", what, s.store, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, invalidRelease("%s (object %s) is over %d bytes", what, sum, limit)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+		return nil, invalidRelease("%s: store object %s has content with sha256 %s: the store is damaged, upload it again", what, sum, got)
+	}
+	return data, nil
+}
+
+// loadManifest reads and strictly decodes the manifest object sum.
+func (s *Server) loadManifest(ctx context.Context, sum string) (*manifest.Manifest, error) {
+	data, err := s.readObject(ctx, "manifest", sum, s.cfg.MaxManifest)
+	if err != nil {
+		return nil, err
+	}
+	m, err := manifest.Parse(data, "store object "+sum)
+	if err != nil {
+		return nil, invalidRelease("%w", err)
+	}
+	return m, nil
+}
+
+// verifyRelease checks everything a release must satisfy before it is recorded and
+// returns its record (without pusher and time): every InRelease verifies against a key
+// of the repository, its Release lists the same sizes and digests as the manifest, and
+// every object of the manifest is in the store.
+func (s *Server) verifyRelease(ctx context.Context, repo state.Repository, m *manifest.Manifest, sum string) (state.Release, error) {
+	if m.Parent != "" {
+		if _, err := s.st.Release(ctx, repo.Name, m.Parent); errors.Is(err, state.ErrNotFound) {
+			return state.Release{}, invalidRelease("manifest %s: parent release %s is not recorded in repository %s: build from the manifest of a recorded release", sum, m.Parent, repo.Name)
+		} else if err != nil {
+			return state.Release{}, err
+		}
+	}
+	paths := m.Paths()
+	if err := checkByHash(paths); err != nil {
+		return state.Release{}, err
+	}
+	signer, err := s.verifySuites(ctx, repo, paths)
+	if err != nil {
+		return state.Release{}, err
+	}
+	if err := s.checkObjects(ctx, repo, m); err != nil {
+		return state.Release{}, err
+	}
+	rel := state.Release{
+		Repository: repo.Name, ID: m.ID, Manifest: sum, Parent: m.Parent, Date: m.Date,
+		Packages: len(m.Packages), Files: len(m.Files), Signer: signer,
+	}
+	for _, o := range m.Objects() {
+		rel.Size += o.Size
+	}
+	return rel, nil
+}
+
+// checkByHash makes sure each by-hash path is served as the object its name promises.
+func checkByHash(paths map[string]manifest.Object) error {
+	for p, o := range paths {
+		dir, name := path.Split(p)
+		if strings.HasSuffix(dir, "/by-hash/SHA256/") && name != o.SHA256 {
+			return invalidRelease("%s is listed with sha256 %s: a by-hash path must hold the object it is named after", p, o.SHA256)
+		}
+	}
+	return nil
+}
+
+// verifySuites verifies each dists/<suite>/InRelease of the manifest and returns the
+// fingerprint of the signing key (of the first suite, in path order).
+func (s *Server) verifySuites(ctx context.Context, repo state.Repository, paths map[string]manifest.Object) (string, error) {
+	var inreleases []string
+	for p := range paths {
+		if strings.HasPrefix(p, "dists/") && path.Base(p) == "InRelease" {
+			inreleases = append(inreleases, p)
+		}
+	}
+	if len(inreleases) == 0 {
+		return "", invalidRelease("the manifest lists no dists/<suite>/InRelease: there is nothing to verify")
+	}
+	if len(repo.Keys) == 0 {
+		return "", invalidRelease("repository %s has no signing key: register the public key first", repo.Name)
+	}
+	keyrings := make([][]byte, len(repo.Keys))
+	for i, k := range repo.Keys {
+		keyrings[i] = []byte(k.Armored)
+	}
+	slices.Sort(inreleases)
+	signer := ""
+	for _, p := range inreleases {
+		fp, err := s.verifySuite(ctx, repo.Name, path.Dir(p), paths, keyrings)
+		if err != nil {
+			return "", err
+		}
+		if signer == "" {
+			signer = fp
+		}
+	}
+	return signer, nil
+}
+
+// verifySuite verifies one suite directory (dists/<suite>).
+func (s *Server) verifySuite(ctx context.Context, repo, dir string, paths map[string]manifest.Object, keyrings [][]byte) (string, error) {
+	inPath := dir + "/InRelease"
+	data, err := s.readObject(ctx, inPath, paths[inPath].SHA256, maxSignedFile)
+	if err != nil {
+		return "", err
+	}
+	plain, fp, err := sign.VerifyClearsigned(data, keyrings...)
+	switch {
+	case errors.Is(err, sign.ErrUnknownKey):
+		return "", invalidRelease("%s is signed by a key not registered for repository %s: sign with a registered key, or register its public key", inPath, repo)
+	case err != nil:
+		return "", invalidRelease("%s: %w", inPath, err)
+	}
+	relPath := dir + "/Release"
+	if o, ok := paths[relPath]; ok {
+		sum := sha256.Sum256(plain)
+		if o.SHA256 != hex.EncodeToString(sum[:]) || o.Size != int64(len(plain)) {
+			return "", invalidRelease("%s is not the text signed in %s: sign the Release file that is published", relPath, inPath)
+		}
+	}
+	if o, ok := paths[dir+"/Release.gpg"]; ok {
+		sig, err := s.readObject(ctx, dir+"/Release.gpg", o.SHA256, maxSignedFile)
+		if err != nil {
+			return "", err
+		}
+		if _, err := sign.VerifyDetached(plain, sig, keyrings...); err != nil {
+			return "", invalidRelease("%s does not verify the signed Release: %w", dir+"/Release.gpg", err)
+		}
+	}
+	entries, err := parseReleaseSHA256(plain)
+	if err != nil {
+		return "", invalidRelease("%s: %w", inPath, err)
+	}
+	for _, e := range entries {
+		full := dir + "/" + e.Path
+		o, ok := paths[full]
+		if ok && (o.SHA256 != e.SHA256 || o.Size != e.Size) {
+			return "", invalidRelease("%s: Release lists sha256 %s and size %d, the manifest has sha256 %s and size %d",
+				full, e.SHA256, e.Size, o.SHA256, o.Size)
+		}
+	}
+	return fp, nil
+}
+
+// maxMissingListed bounds how many missing objects an error names.
+const maxMissingListed = 10
+
+// checkObjects makes sure every object of m is in the store with its size. Objects of
+// the repository's active release are known present (a garbage collector never removes
+// them), so an incremental release costs store requests only for what changed.
+func (s *Server) checkObjects(ctx context.Context, repo state.Repository, m *manifest.Manifest) error {
+	known := s.known.get(ctx, s, repo)
+	where := make(map[string]string, len(m.Files)+len(m.Packages))
+	for p, o := range m.Paths() {
+		if q, ok := where[o.SHA256]; !ok || p < q {
+			where[o.SHA256] = p
+		}
+	}
+	var mu sync.Mutex
+	var missing, wrong []string
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.cfg.StoreConcurrency)
+	for _, o := range m.Objects() {
+		if known[o] {
+			continue
+		}
+		g.Go(func() error {
+			info, err := s.store.Stat(gctx, o.SHA256)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, cas.ErrNotFound):
+				missing = append(missing, fmt.Sprintf("%s (%s)", o.SHA256, where[o.SHA256]))
+			case err != nil:
+				return storeFailed("check object %s in the store %s: %w", o.SHA256, s.store, err)
+			case info.Size != o.Size:
+				wrong = append(wrong, fmt.Sprintf("%s (%s: %d bytes in the store, %d in the manifest)", o.SHA256, where[o.SHA256], info.Size, o.Size))
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		return invalidRelease("%d objects are missing from the store %s: %s: upload them first (armor push)",
+			len(missing), s.store, listSome(missing))
+	}
+	if len(wrong) > 0 {
+		return invalidRelease("%d objects have another size in the store %s: %s", len(wrong), s.store, listSome(wrong))
+	}
+	return nil
+}
+
+func listSome(items []string) string {
+	slices.Sort(items)
+	if len(items) > maxMissingListed {
+		return strings.Join(items[:maxMissingListed], ", ") + fmt.Sprintf(" and %d more", len(items)-maxMissingListed)
+	}
+	return strings.Join(items, ", ")
+}
+
+// knownObjects caches the object set of the most recently used active manifest per
+// repository.
+type knownObjects struct {
+	mu     sync.Mutex
+	byRepo map[string]knownSet
+}
+
+type knownSet struct {
+	manifest string
+	objects  map[manifest.Object]bool
+}
+
+// get returns the objects of repo's active release, or nil when there is none or its
+// manifest cannot be read (then every object is checked).
+func (k *knownObjects) get(ctx context.Context, s *Server, repo state.Repository) map[manifest.Object]bool {
+	if repo.Active == nil {
+		return nil
+	}
+	k.mu.Lock()
+	if ks, ok := k.byRepo[repo.Name]; ok && ks.manifest == repo.Active.Manifest {
+		k.mu.Unlock()
+		return ks.objects
+	}
+	k.mu.Unlock()
+	m, err := s.loadManifest(ctx, repo.Active.Manifest)
+	if err != nil {
+		s.log.Warn("read the active manifest: checking every object", "repository", repo.Name, "err", err)
+		return nil
+	}
+	set := make(map[manifest.Object]bool, len(m.Files)+len(m.Packages))
+	for _, o := range m.Objects() {
+		set[o] = true
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.byRepo == nil {
+		k.byRepo = map[string]knownSet{}
+	}
+	k.byRepo[repo.Name] = knownSet{manifest: repo.Active.Manifest, objects: set}
+	return set
+}
+
+// releaseEntry is one line of a Release file's SHA256 field.
+type releaseEntry struct {
+	SHA256 string
+	Size   int64
+	Path   string // relative to dists/<suite>/
+}
+
+// parseReleaseSHA256 reads the SHA256 field of a Release file (deb822: field names are
+// case-insensitive; continuation lines start with a space or tab). Each line must be
+// "<sha256> <size> <path>" with a clean relative path; a path listed twice differently
+// is an error.
+func parseReleaseSHA256(release []byte) ([]releaseEntry, error) {
+	var out []releaseEntry
+	seen := map[string]releaseEntry{}
+	in, found := false, false
+	for i, line := range bytes.Split(release, []byte("\n")) {
+		text := strings.TrimSuffix(string(line), "\r")
+		if text == "" {
+			if found {
+				break // end of the paragraph
+			}
+			continue
+		}
+		if text[0] != ' ' && text[0] != '\t' {
+			name, _, ok := strings.Cut(text, ":")
+			if !ok {
+				return nil, fmt.Errorf("release line %d: %q is neither a field nor a continuation line", i+1, text)
+			}
+			in = strings.EqualFold(strings.TrimSpace(name), "SHA256")
+			if in && found {
+				return nil, fmt.Errorf("release line %d: the SHA256 field appears twice", i+1)
+			}
+			found = found || in
+			continue
+		}
+		if !in {
+			continue
+		}
+		e, err := parseReleaseLine(text)
+		if err != nil {
+			return nil, fmt.Errorf("release line %d: %w", i+1, err)
+		}
+		if prev, dup := seen[e.Path]; dup {
+			if prev != e {
+				return nil, fmt.Errorf("release line %d: %s is listed twice, with different sums", i+1, e.Path)
+			}
+			continue
+		}
+		seen[e.Path] = e
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func parseReleaseLine(text string) (releaseEntry, error) {
+	f := strings.Fields(text)
+	if len(f) != 3 {
+		return releaseEntry{}, fmt.Errorf("want \"<sha256> <size> <path>\", got %q", strings.TrimSpace(text))
+	}
+	if !manifest.ValidDigest(f[0]) {
+		return releaseEntry{}, fmt.Errorf("%q is not a sha256", f[0])
+	}
+	var size int64
+	for _, c := range f[1] {
+		if c < '0' || c > '9' || size > (1<<62)/10 {
+			return releaseEntry{}, fmt.Errorf("bad size %q", f[1])
+		}
+		size = size*10 + int64(c-'0')
+	}
+	if !manifest.ValidPath(f[2]) {
+		return releaseEntry{}, fmt.Errorf("path %q is not a clean relative path", f[2])
+	}
+	return releaseEntry{SHA256: f[0], Size: size, Path: f[2]}, nil
+}
