@@ -1,0 +1,362 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/armor-apt/armor/manifest/hostname"
+	"github.com/pelletier/go-toml/v2"
+)
+
+// File is armor.toml.
+type File struct {
+	Repository Repository `toml:"repository"`
+	Suites     []Suite    `toml:"suite"`
+	Signing    Signing    `toml:"signing"`
+	Output     Output     `toml:"output"`
+	Store      Store      `toml:"store"`
+	Controld   Controld   `toml:"controld"`
+
+	// Path is the file it was read from; relative paths in it are relative to its
+	// directory.
+	Path string `toml:"-"`
+}
+
+// Repository is the repository's identity.
+type Repository struct {
+	Name        string   `toml:"name"`
+	Origin      string   `toml:"origin"`
+	Label       string   `toml:"label"`
+	Description string   `toml:"description"`
+	Hostnames   []string `toml:"hostnames"`
+	// Retention is how long edges keep serving by-hash and pool paths of releases that
+	// were active recently ("48h", "7d"). Empty: controld's default.
+	Retention string `toml:"retention,omitempty"`
+}
+
+// Suite is one distribution, published at dists/<codename>/.
+type Suite struct {
+	Codename      string              `toml:"codename"`
+	Suite         string              `toml:"suite,omitempty"`
+	Description   string              `toml:"description,omitempty"`
+	Components    []string            `toml:"components"`
+	Architectures []string            `toml:"architectures"`
+	ValidFor      string              `toml:"valid_for,omitempty"`
+	Inputs        map[string][]string `toml:"inputs"`
+}
+
+// Signing names the secret key and where its passphrase comes from.
+type Signing struct {
+	Key            string `toml:"key"`
+	PassphraseEnv  string `toml:"passphrase_env,omitempty"`
+	PassphraseFile string `toml:"passphrase_file,omitempty"`
+	Digest         string `toml:"digest,omitempty"`
+}
+
+// Output says where build writes.
+type Output struct {
+	Tree     string `toml:"tree,omitempty"`
+	Manifest string `toml:"manifest,omitempty"`
+	Cache    string `toml:"cache,omitempty"`
+}
+
+// Store is where push uploads: an rclone remote, or S3 settings from which one is made.
+type Store struct {
+	// Remote is any rclone path: a local directory, "name:bucket/prefix" for a remote in
+	// rclone.conf, or a connection string ":s3,provider=...:bucket/prefix".
+	Remote string `toml:"remote,omitempty"`
+	S3     *S3    `toml:"s3,omitempty"`
+}
+
+// S3 configures an S3-compatible bucket. Credentials are not here: they come from the
+// environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE...).
+type S3 struct {
+	Provider string `toml:"provider,omitempty"` // AWS, Cloudflare, Minio, Rclone, Other...
+	Endpoint string `toml:"endpoint,omitempty"`
+	Region   string `toml:"region,omitempty"`
+	Bucket   string `toml:"bucket"`
+	Prefix   string `toml:"prefix,omitempty"`
+}
+
+// Controld says where push records releases.
+type Controld struct {
+	URL       string `toml:"url,omitempty"`
+	TokenEnv  string `toml:"token_env,omitempty"`
+	TokenFile string `toml:"token_file,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultTree          = "public"
+	DefaultManifest      = "manifest.toml"
+	DefaultCache         = ".armor/cache"
+	DefaultPassphraseEnv = "ARMOR_KEY_PASSPHRASE"
+	DefaultTokenEnv      = "ARMOR_TOKEN"
+	DefaultDigest        = "SHA512"
+)
+
+// Load reads and validates armor.toml.
+func Load(path string) (*File, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(data, path)
+}
+
+// Parse decodes armor.toml strictly and validates it. path names the file in errors and
+// anchors its relative paths.
+func Parse(data []byte, path string) (*File, error) {
+	var f File
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		var strict *toml.StrictMissingError
+		var de *toml.DecodeError
+		switch {
+		case errors.As(err, &strict):
+			return nil, fmt.Errorf("%s: unknown key (check its spelling and section):\n%s", path, strict.String())
+		case errors.As(err, &de):
+			row, col := de.Position()
+			return nil, fmt.Errorf("%s:%d:%d: %s", path, row, col, de.Error())
+		default:
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	f.Path = path
+	f.setDefaults()
+	if err := f.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &f, nil
+}
+
+func (f *File) setDefaults() {
+	if f.Output.Tree == "" {
+		f.Output.Tree = DefaultTree
+	}
+	if f.Output.Manifest == "" {
+		f.Output.Manifest = DefaultManifest
+	}
+	if f.Output.Cache == "" {
+		f.Output.Cache = DefaultCache
+	}
+	if f.Signing.PassphraseEnv == "" {
+		f.Signing.PassphraseEnv = DefaultPassphraseEnv
+	}
+	if f.Signing.Digest == "" {
+		f.Signing.Digest = DefaultDigest
+	}
+	if f.Controld.TokenEnv == "" {
+		f.Controld.TokenEnv = DefaultTokenEnv
+	}
+	if f.Repository.Origin == "" {
+		f.Repository.Origin = f.Repository.Name
+	}
+	if f.Repository.Label == "" {
+		f.Repository.Label = f.Repository.Origin
+	}
+	for i := range f.Suites {
+		if f.Suites[i].Suite == "" {
+			f.Suites[i].Suite = f.Suites[i].Codename
+		}
+	}
+}
+
+var (
+	nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]*$`)
+	// A Release field value must be one line.
+	lineRE = regexp.MustCompile(`^[^\n\r]*$`)
+	archRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+)
+
+func (f *File) validate() error {
+	r := &f.Repository
+	if !nameRE.MatchString(r.Name) {
+		return fmt.Errorf("repository.name %q: use lowercase letters, digits, '.', '_' or '-'", r.Name)
+	}
+	for field, v := range map[string]string{"origin": r.Origin, "label": r.Label, "description": r.Description} {
+		if !lineRE.MatchString(v) {
+			return fmt.Errorf("repository.%s must be a single line", field)
+		}
+	}
+	seen := map[string]int{}
+	for i, h := range r.Hostnames {
+		n, err := hostname.Normalize(h)
+		if err != nil {
+			return fmt.Errorf("repository.hostnames[%d]: %w", i, err)
+		}
+		if j, dup := seen[n]; dup {
+			return fmt.Errorf("repository.hostnames: %q (entry %d) and %q (entry %d) are the same host %s", r.Hostnames[j], j+1, h, i+1, n)
+		}
+		seen[n] = i
+		r.Hostnames[i] = n
+	}
+	if r.Retention != "" {
+		if _, err := ParseDuration(r.Retention); err != nil {
+			return fmt.Errorf("repository.retention: %w", err)
+		}
+	}
+	if len(f.Suites) == 0 {
+		return errors.New("no [[suite]] configured")
+	}
+	codenames := map[string]bool{}
+	for i, s := range f.Suites {
+		where := fmt.Sprintf("suite %d (%s)", i+1, s.Codename)
+		if !nameRE.MatchString(s.Codename) {
+			return fmt.Errorf("%s: codename %q: use lowercase letters, digits, '.', '_' or '-'", where, s.Codename)
+		}
+		if codenames[s.Codename] {
+			return fmt.Errorf("%s: codename %q is configured twice", where, s.Codename)
+		}
+		codenames[s.Codename] = true
+		if !nameRE.MatchString(s.Suite) {
+			return fmt.Errorf("%s: suite %q: use lowercase letters, digits, '.', '_' or '-'", where, s.Suite)
+		}
+		if len(s.Components) == 0 {
+			return fmt.Errorf("%s: components is empty", where)
+		}
+		for _, c := range s.Components {
+			if !nameRE.MatchString(c) && !strings.Contains(c, "/") {
+				return fmt.Errorf("%s: component %q is not a valid name", where, c)
+			}
+		}
+		if len(s.Architectures) == 0 {
+			return fmt.Errorf("%s: architectures is empty", where)
+		}
+		for _, a := range s.Architectures {
+			if !archRE.MatchString(a) || a == "all" || a == "source" {
+				return fmt.Errorf("%s: architecture %q is not a binary architecture", where, a)
+			}
+		}
+		for comp := range s.Inputs {
+			if !slices.Contains(s.Components, comp) {
+				return fmt.Errorf("%s: inputs.%s: component %q is not in components %v", where, comp, comp, s.Components)
+			}
+		}
+		if s.ValidFor != "" {
+			if _, err := ParseDuration(s.ValidFor); err != nil {
+				return fmt.Errorf("%s: valid_for: %w", where, err)
+			}
+		}
+	}
+	if f.Signing.Key == "" {
+		return errors.New("signing.key is empty: name the secret key file (armor init creates one)")
+	}
+	switch strings.ToUpper(f.Signing.Digest) {
+	case "SHA256", "SHA512":
+	default:
+		return fmt.Errorf("signing.digest %q: use SHA256 or SHA512", f.Signing.Digest)
+	}
+	if f.Store.Remote != "" && f.Store.S3 != nil {
+		return errors.New("store: set either remote or [store.s3], not both")
+	}
+	if f.Store.S3 != nil && f.Store.S3.Bucket == "" {
+		return errors.New("store.s3.bucket is empty")
+	}
+	return nil
+}
+
+// Resolve makes a path from the file absolute, relative to the file's directory.
+func (f *File) Resolve(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(filepath.Dir(f.Path), p)
+}
+
+// Dir is the directory holding armor.toml.
+func (f *File) Dir() string { return filepath.Dir(f.Path) }
+
+// Remote returns the rclone remote push uploads to, "" when no store is configured.
+// A relative local path is resolved against the file's directory.
+func (f *File) Remote() string {
+	if s3 := f.Store.S3; s3 != nil {
+		var opts []string
+		add := func(k, v string) {
+			if v != "" {
+				opts = append(opts, k+"="+quoteOpt(v))
+			}
+		}
+		add("provider", s3.Provider)
+		add("endpoint", s3.Endpoint)
+		add("region", s3.Region)
+		opts = append(opts, "env_auth=true")
+		root := s3.Bucket
+		if s3.Prefix != "" {
+			root += "/" + strings.Trim(s3.Prefix, "/")
+		}
+		return ":s3," + strings.Join(opts, ",") + ":" + root
+	}
+	r := f.Store.Remote
+	if r == "" || isRcloneRemote(r) {
+		return r
+	}
+	return f.Resolve(r)
+}
+
+// isRcloneRemote reports whether r names a remote ("name:path" or ":backend:path")
+// rather than a local path.
+func isRcloneRemote(r string) bool {
+	if strings.HasPrefix(r, ":") {
+		return true
+	}
+	i := strings.IndexByte(r, ':')
+	return i > 0 && !strings.ContainsAny(r[:i], `/\`)
+}
+
+func quoteOpt(v string) string {
+	if strings.ContainsAny(v, ",:='\"") {
+		return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+	}
+	return v
+}
+
+// ParseDuration accepts Go durations ("36h", "90m") and whole days ("7d").
+func ParseDuration(s string) (time.Duration, error) {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(d)
+		if err != nil || n <= 0 {
+			return 0, fmt.Errorf("%q is not a duration such as \"7d\" or \"36h\"", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q is not a duration such as \"7d\" or \"36h\"", s)
+	}
+	return d, nil
+}
+
+// Passphrase reads the signing key's passphrase from the file or environment variable
+// the configuration names. No passphrase is not an error: the key may be unencrypted.
+func (f *File) Passphrase() ([]byte, error) {
+	if p := f.Signing.PassphraseFile; p != "" {
+		data, err := os.ReadFile(f.Resolve(p))
+		if err != nil {
+			return nil, fmt.Errorf("read signing.passphrase_file: %w", err)
+		}
+		return bytes.TrimRight(data, "\r\n"), nil
+	}
+	return []byte(os.Getenv(f.Signing.PassphraseEnv)), nil
+}
+
+// Token returns controld's token from the token file or environment variable.
+func (f *File) Token() (string, error) {
+	if p := f.Controld.TokenFile; p != "" {
+		data, err := os.ReadFile(f.Resolve(p))
+		if err != nil {
+			return "", fmt.Errorf("read controld.token_file: %w", err)
+		}
+		return strings.TrimSpace(string(data)), nil
+	}
+	return os.Getenv(f.Controld.TokenEnv), nil
+}

@@ -1,0 +1,173 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/template"
+
+	"github.com/armor-apt/armor/cli/config"
+	"github.com/armor-apt/armor/gen"
+	"github.com/armor-apt/armor/gen/sign"
+)
+
+// InitCmd creates armor.toml and a signing key.
+type InitCmd struct {
+	Dir         string   `help:"Project directory." default:"." type:"path"`
+	Name        string   `help:"Repository name (lowercase)." required:""`
+	Origin      string   `help:"Release Origin field (default: the name)."`
+	Label       string   `help:"Release Label field (default: the origin)."`
+	Description string   `help:"Release Description field."`
+	Hostname    []string `help:"Hostname the repository is served under (repeatable)."`
+	Codename    string   `help:"Suite codename: the directory under dists/." default:"stable"`
+	Suite       string   `help:"Suite field (default: the codename)."`
+	Component   []string `help:"Component (repeatable)." default:"main"`
+	Arch        []string `help:"Architecture (repeatable)." default:"amd64"`
+	KeyAlgo     string   `help:"Signing key algorithm: rsa4096, rsa3072 or eddsa." default:"rsa4096" enum:"rsa4096,rsa3072,eddsa"`
+	KeyName     string   `help:"User ID name of the signing key (default: \"<origin> archive signing key\")."`
+	Store       string   `help:"rclone remote to push to (default: a local directory inside the project)." default:".armor/store"`
+	ControldURL string   `name:"controld" help:"controld URL, if you run one."`
+	Force       bool     `help:"Overwrite an existing armor.toml and key."`
+}
+
+// Run initialises the project.
+func (c *InitCmd) Run(g *Globals) error {
+	pass, err := passphraseFromEnv()
+	if err != nil {
+		return err
+	}
+	res, err := runInit(c, pass)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return printJSON(g.stdout, res)
+	}
+	fmt.Fprintf(g.stdout, `wrote %s
+signing key %s
+  secret key: %s (git ignores .armor/: it never leaves this machine)
+  public key: %s (armored), %s (keyring for /etc/apt/keyrings and Signed-By)
+put .deb files under %s, then run: armor build && armor push
+`, res.Config, res.Fingerprint, res.SecretKey, res.PublicKey, res.Keyring, res.Inputs)
+	return nil
+}
+
+type initResult struct {
+	Config      string `json:"config"`
+	Fingerprint string `json:"fingerprint"`
+	SecretKey   string `json:"secret_key"`
+	PublicKey   string `json:"public_key"`
+	Keyring     string `json:"keyring"`
+	Inputs      string `json:"inputs"`
+}
+
+const armorTOML = `# armor.toml: the repository armor builds. See configs/armor.toml for every option.
+
+[repository]
+name = {{q .Name}}
+origin = {{q .Origin}}
+label = {{q .Label}}
+description = {{q .Description}}
+# Hostnames the edge serves this repository under.
+hostnames = {{list .Hostname}}
+
+[[suite]]
+codename = {{q .Codename}}
+suite = {{q .Suite}}
+components = {{list .Component}}
+architectures = {{list .Arch}}
+# valid_for = "7d"   # adds Valid-Until; rebuild with --resign before it lapses
+
+[suite.inputs]
+{{q (index .Component 0)}} = ["debs/**/*.deb"]
+
+[signing]
+# The secret key stays on this machine. Its passphrase, if any, comes from
+# $ARMOR_KEY_PASSPHRASE (or passphrase_env / passphrase_file).
+key = ".armor/keys/signing.sec.asc"
+digest = "SHA512"
+
+[output]
+tree = "public"
+manifest = "manifest.toml"
+
+[store]
+# Any rclone remote: a local directory, "myremote:bucket/prefix" from rclone.conf,
+# or use [store.s3] instead (see configs/armor.toml).
+remote = {{q .Store}}
+
+[controld]
+url = {{q .ControldURL}}
+# The token comes from $ARMOR_TOKEN (or token_env / token_file), never from this file.
+`
+
+func runInit(c *InitCmd, pass []byte) (*initResult, error) {
+	if c.Origin == "" {
+		c.Origin = c.Name
+	}
+	if c.Label == "" {
+		c.Label = c.Origin
+	}
+	if c.Suite == "" {
+		c.Suite = c.Codename
+	}
+	if c.Description == "" {
+		c.Description = c.Origin + " packages"
+	}
+	if c.KeyName == "" {
+		c.KeyName = c.Origin + " archive signing key"
+	}
+	cfgPath := filepath.Join(c.Dir, "armor.toml")
+	if _, err := os.Stat(cfgPath); err == nil && !c.Force {
+		return nil, fmt.Errorf("%s exists; pass --force to overwrite it", cfgPath)
+	}
+	tmpl := template.Must(template.New("armor.toml").Funcs(template.FuncMap{
+		"q": strconv.Quote,
+		"list": func(xs []string) string {
+			q := make([]string, len(xs))
+			for i, x := range xs {
+				q[i] = strconv.Quote(x)
+			}
+			return "[" + strings.Join(q, ", ") + "]"
+		},
+	}).Parse(armorTOML))
+	var buf bytes.Buffer
+	if err := tmpl.Execute(&buf, c); err != nil {
+		return nil, err
+	}
+	// Validate what we are about to write with the same parser build uses.
+	if _, err := config.Parse(buf.Bytes(), cfgPath); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(c.Dir, "debs"), 0o755); err != nil {
+		return nil, err
+	}
+	armorDir := filepath.Join(c.Dir, ".armor")
+	if err := os.MkdirAll(armorDir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := gen.WriteFileAtomic(filepath.Join(armorDir, ".gitignore"), []byte("# armor's private state: secret keys, build cache, local store.\n*\n"), 0o644); err != nil {
+		return nil, err
+	}
+	keyPath := filepath.Join(armorDir, "keys", "signing.sec.asc")
+	k, err := generateKey(c.KeyName, "", sign.Algorithm(c.KeyAlgo), keyPath, pass, c.Force)
+	if err != nil {
+		return nil, err
+	}
+	// The public key is also exported where it is committed and published.
+	pubBase := filepath.Join(c.Dir, "keys", c.Name+"-archive-keyring")
+	if err := exportPublic(k, pubBase); err != nil {
+		return nil, err
+	}
+	if err := gen.WriteFileAtomic(cfgPath, buf.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	return &initResult{
+		Config: cfgPath, Fingerprint: k.Fingerprint(), SecretKey: keyPath,
+		PublicKey: pubBase + ".asc", Keyring: pubBase + ".gpg",
+		Inputs: filepath.Join(c.Dir, "debs"),
+	}, nil
+}

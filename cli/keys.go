@@ -1,0 +1,267 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/armor-apt/armor/gen"
+	"github.com/armor-apt/armor/gen/sign"
+)
+
+// KeyCmd groups the key subcommands.
+type KeyCmd struct {
+	Generate KeyGenerateCmd `cmd:"" help:"Generate a new signing key."`
+	Import   KeyImportCmd   `cmd:"" help:"Import a secret key exported from gpg (gpg --export-secret-keys --armor)."`
+	Export   KeyExportCmd   `cmd:"" help:"Export the public key, armored (.asc) and as a binary keyring (.gpg)."`
+	List     KeyListCmd     `cmd:"" help:"List the secret keys in a key directory."`
+}
+
+// passphraseFromEnv reads a passphrase from $ARMOR_KEY_PASSPHRASE or the file named by
+// $ARMOR_KEY_PASSPHRASE_FILE. Secrets never come from flags.
+func passphraseFromEnv() ([]byte, error) {
+	if p := os.Getenv("ARMOR_KEY_PASSPHRASE_FILE"); p != "" {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("read ARMOR_KEY_PASSPHRASE_FILE: %w", err)
+		}
+		return bytes.TrimRight(data, "\r\n"), nil
+	}
+	return []byte(os.Getenv("ARMOR_KEY_PASSPHRASE")), nil
+}
+
+// KeyGenerateCmd generates a key.
+type KeyGenerateCmd struct {
+	Name  string `help:"User ID name." default:"armor repository signing key"`
+	Email string `help:"User ID email."`
+	Algo  string `help:"rsa4096 (default), rsa3072 or eddsa (legacy EdDSA, algorithm 22)." default:"rsa4096" enum:"rsa4096,rsa3072,eddsa"`
+	Out   string `help:"Secret key file to write (mode 0600); the public key goes beside it as .pub.asc and .pub.gpg." default:".armor/keys/signing.sec.asc" type:"path"`
+	Force bool   `help:"Overwrite an existing key file."`
+}
+
+// Run generates the key.
+func (c *KeyGenerateCmd) Run(g *Globals) error {
+	pass, err := passphraseFromEnv()
+	if err != nil {
+		return err
+	}
+	k, err := generateKey(c.Name, c.Email, sign.Algorithm(c.Algo), c.Out, pass, c.Force)
+	if err != nil {
+		return err
+	}
+	return printKey(g, k, c.Out)
+}
+
+func generateKey(name, email string, algo sign.Algorithm, out string, pass []byte, force bool) (*sign.Key, error) {
+	if _, err := os.Stat(out); err == nil && !force {
+		return nil, fmt.Errorf("key file %s exists; pass --force to replace it", out)
+	}
+	k, err := sign.Generate(name, email, algo, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("generate key: %w", err)
+	}
+	if err := saveKey(k, out, pass); err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+// saveKey writes the secret key (0600, in a directory git ignores when it is .armor)
+// and its public key beside it.
+func saveKey(k *sign.Key, out string, pass []byte) error {
+	if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
+		return fmt.Errorf("create key directory: %w", err)
+	}
+	var sec bytes.Buffer
+	if err := k.WriteSecret(&sec, pass); err != nil {
+		return fmt.Errorf("write secret key: %w", err)
+	}
+	if err := gen.WriteFileAtomic(out, sec.Bytes(), 0o600); err != nil {
+		return err
+	}
+	return exportPublic(k, publicBase(out))
+}
+
+func publicBase(secretPath string) string {
+	base := strings.TrimSuffix(secretPath, ".asc")
+	base = strings.TrimSuffix(base, ".sec")
+	return base + ".pub"
+}
+
+// exportPublic writes base.asc (armored) and base.gpg (binary keyring for Signed-By).
+func exportPublic(k *sign.Key, base string) error {
+	var asc, bin bytes.Buffer
+	if err := k.WritePublicArmored(&asc); err != nil {
+		return err
+	}
+	if err := k.WritePublicKeyring(&bin); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
+		return err
+	}
+	if err := gen.WriteFileAtomic(base+".asc", asc.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return gen.WriteFileAtomic(base+".gpg", bin.Bytes(), 0o644)
+}
+
+func printKey(g *Globals, k *sign.Key, path string) error {
+	info := k.Info()
+	if g.JSON {
+		return printJSON(g.stdout, map[string]any{
+			"fingerprint": info.Fingerprint, "user_id": info.UserID, "algorithm": info.Algorithm,
+			"bits": info.Bits, "created": info.Created.UTC(), "secret_key": path,
+			"public_key": publicBase(path) + ".asc", "keyring": publicBase(path) + ".gpg",
+		})
+	}
+	fmt.Fprintf(g.stdout, "key %s (%s", info.Fingerprint, info.Algorithm)
+	if info.Bits > 0 {
+		fmt.Fprintf(g.stdout, " %d", info.Bits)
+	}
+	fmt.Fprintf(g.stdout, ") %s\n  secret key: %s (keep it private; never commit it)\n  public key: %s.asc, keyring %s.gpg\n",
+		info.UserID, path, publicBase(path), publicBase(path))
+	return nil
+}
+
+// loadKey reads a secret key file with a passphrase, naming the file in errors.
+func loadKey(path string, pass []byte) (*sign.Key, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("signing key %s does not exist: create one with `armor key generate` or import one with `armor key import`", path)
+		}
+		return nil, fmt.Errorf("read signing key: %w", err)
+	}
+	defer f.Close()
+	k, err := sign.ReadSecretKey(f, pass)
+	switch {
+	case errors.Is(err, sign.ErrPassphraseRequired):
+		return nil, fmt.Errorf("signing key %s is encrypted: set ARMOR_KEY_PASSPHRASE (or the variable or file armor.toml names)", path)
+	case errors.Is(err, sign.ErrWrongPassphrase):
+		return nil, fmt.Errorf("signing key %s: wrong passphrase", path)
+	case err != nil:
+		return nil, fmt.Errorf("signing key %s: %w", path, err)
+	}
+	return k, nil
+}
+
+// KeyImportCmd imports a key.
+type KeyImportCmd struct {
+	File  string `arg:"" help:"Armored or binary secret key ('-' for standard input)."`
+	Out   string `help:"Secret key file to write." default:".armor/keys/signing.sec.asc" type:"path"`
+	Force bool   `help:"Overwrite an existing key file."`
+}
+
+// Run imports the key. The passphrase from the environment decrypts it and protects the
+// stored copy.
+func (c *KeyImportCmd) Run(g *Globals) error {
+	pass, err := passphraseFromEnv()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(c.Out); err == nil && !c.Force {
+		return fmt.Errorf("key file %s exists; pass --force to replace it", c.Out)
+	}
+	var r io.Reader = os.Stdin
+	if c.File != "-" {
+		f, err := os.Open(c.File)
+		if err != nil {
+			return fmt.Errorf("import key: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	k, err := sign.ReadSecretKey(r, pass)
+	if err != nil {
+		return fmt.Errorf("import key %s: %w", c.File, err)
+	}
+	if err := saveKey(k, c.Out, pass); err != nil {
+		return err
+	}
+	return printKey(g, k, c.Out)
+}
+
+// KeyExportCmd exports the public key.
+type KeyExportCmd struct {
+	Key string `help:"Secret key file." default:".armor/keys/signing.sec.asc" type:"path"`
+	Out string `help:"Output base name: writes OUT.asc and OUT.gpg." default:"signing-key" type:"path"`
+}
+
+// Run exports.
+func (c *KeyExportCmd) Run(g *Globals) error {
+	pass, err := passphraseFromEnv()
+	if err != nil {
+		return err
+	}
+	k, err := loadKey(c.Key, pass)
+	if err != nil {
+		return err
+	}
+	if err := exportPublic(k, c.Out); err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "wrote %s.asc and %s.gpg (%s)\n", c.Out, c.Out, k.Fingerprint())
+	return nil
+}
+
+// KeyListCmd lists keys.
+type KeyListCmd struct {
+	Dir string `help:"Key directory." default:".armor/keys" type:"path"`
+}
+
+// Run lists the secret keys in the directory.
+func (c *KeyListCmd) Run(g *Globals) error {
+	paths, err := filepath.Glob(filepath.Join(c.Dir, "*.sec.asc"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(paths)
+	pass, err := passphraseFromEnv()
+	if err != nil {
+		return err
+	}
+	type row struct {
+		Path        string         `json:"path"`
+		Fingerprint string         `json:"fingerprint,omitempty"`
+		UserID      string         `json:"user_id,omitempty"`
+		Algorithm   sign.Algorithm `json:"algorithm,omitempty"`
+		Bits        int            `json:"bits,omitempty"`
+		Created     time.Time      `json:"created,omitzero"`
+		Error       string         `json:"error,omitempty"`
+	}
+	var rows []row
+	for _, p := range paths {
+		k, err := loadKey(p, pass)
+		if err != nil {
+			rows = append(rows, row{Path: p, Error: err.Error()})
+			continue
+		}
+		i := k.Info()
+		rows = append(rows, row{p, i.Fingerprint, i.UserID, i.Algorithm, i.Bits, i.Created.UTC(), ""})
+	}
+	if g.JSON {
+		return printJSON(g.stdout, rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintf(g.stdout, "no keys in %s\n", c.Dir)
+		return nil
+	}
+	tw := tabwriter.NewWriter(g.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FINGERPRINT\tALGORITHM\tCREATED\tUSER ID\tFILE")
+	for _, r := range rows {
+		if r.Error != "" {
+			fmt.Fprintf(tw, "?\t\t\t%s\t%s\n", r.Error, r.Path)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Fingerprint, r.Algorithm, r.Created.Format("2006-01-02"), r.UserID, r.Path)
+	}
+	return tw.Flush()
+}

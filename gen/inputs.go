@@ -1,0 +1,142 @@
+package gen
+
+import (
+	"context"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+
+	"github.com/armor-apt/armor/gen/deb"
+	"github.com/bmatcuk/doublestar/v4"
+	"golang.org/x/sync/errgroup"
+)
+
+// input is one .deb file named by the configuration, with what the build knows of it.
+type input struct {
+	Path    string
+	Size    int64
+	MtimeNs int64
+	// Known from the stat cache or from reading the file.
+	SHA256                              string
+	Name, Version, Architecture, Source string
+	// pkg is set when the file was read in this build; its stanza is fresh.
+	pkg *deb.Package
+}
+
+// statCache remembers, per input path, the size and mtime the file had when it was last
+// read and what was read from it, so a rebuild opens only new or changed files. It lives
+// in the build cache directory, never in the manifest: mtimes differ between clones.
+type statCache struct {
+	Version int
+	Entries map[string]input
+	// Kept lists tree paths of the previous release that this build no longer lists;
+	// the next build deletes them, so a static mirror keeps one generation for clients
+	// still holding the previous InRelease.
+	Kept []string
+}
+
+const statCacheVersion = 1
+
+func loadStatCache(path string) *statCache {
+	c := &statCache{Version: statCacheVersion, Entries: map[string]input{}}
+	f, err := os.Open(path)
+	if err != nil {
+		return c
+	}
+	defer f.Close()
+	var got statCache
+	if err := gob.NewDecoder(f).Decode(&got); err != nil || got.Version != statCacheVersion || got.Entries == nil {
+		return c // a damaged cache only costs a full read
+	}
+	return &got
+}
+
+func (c *statCache) save(path string) error {
+	var b strings.Builder
+	if err := gob.NewEncoder(&b).Encode(c); err != nil {
+		return fmt.Errorf("encode build cache: %w", err)
+	}
+	return WriteFileAtomic(path, []byte(b.String()), 0o644)
+}
+
+// expandInputs resolves glob patterns (with ** for any depth) relative to base into a
+// sorted list of distinct regular files. A pattern that matches nothing is not an error:
+// an empty component is a valid, empty index.
+func expandInputs(base string, patterns []string) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	for _, pat := range patterns {
+		full := pat
+		if !filepath.IsAbs(full) {
+			full = filepath.Join(base, pat)
+		}
+		matches, err := doublestar.FilepathGlob(full, doublestar.WithFilesOnly())
+		if err != nil {
+			return nil, fmt.Errorf("input pattern %q: %w", pat, err)
+		}
+		for _, m := range matches {
+			if !seen[m] {
+				seen[m] = true
+				out = append(out, m)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// readInputs stats every input and reads those the cache cannot vouch for, in parallel.
+func readInputs(ctx context.Context, paths []string, cache *statCache, verify bool, progress func(done, total int)) ([]*input, int, error) {
+	ins := make([]*input, len(paths))
+	var toRead []int
+	for i, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			return nil, 0, fmt.Errorf("read input: %w", err)
+		}
+		in := &input{Path: p, Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}
+		if c, ok := cache.Entries[p]; ok && !verify && c.Size == in.Size && c.MtimeNs == in.MtimeNs && c.SHA256 != "" {
+			c.pkg = nil
+			*in = c
+		} else {
+			toRead = append(toRead, i)
+		}
+		ins[i] = in
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	var done atomicCounter
+	for _, i := range toRead {
+		in := ins[i]
+		g.Go(func() error {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			pkg, err := deb.ReadFile(in.Path)
+			if err != nil {
+				return err
+			}
+			if pkg.Size != in.Size {
+				return fmt.Errorf("%s: changed while being read", in.Path)
+			}
+			in.pkg = pkg
+			in.SHA256 = pkg.SHA256
+			in.Name, in.Version, in.Architecture, in.Source = pkg.Name, pkg.Version, pkg.Architecture, pkg.Source
+			if progress != nil {
+				progress(done.add(), len(toRead))
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, 0, err
+	}
+	return ins, len(toRead), nil
+}
+
+var errConflict = errors.New("conflicting packages")

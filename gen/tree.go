@@ -1,0 +1,221 @@
+package gen
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// treeWriter stages files under temporary names inside the tree and makes them visible
+// in one commit: one syncfs for all the data, then renames in the order the files were
+// staged, then an fsync of every touched directory. A crash before Commit leaves only
+// temporary files (removed by Abort or by the next build); a crash during Commit leaves
+// every path either old or new, and since InRelease is staged last a reader never finds a
+// signed Release that names an index not yet in place.
+type treeWriter struct {
+	root    string
+	staged  []staged
+	dirs    map[string]bool
+	written int64
+}
+
+type staged struct{ tmp, final string }
+
+const tmpPrefix = ".armor-tmp-"
+
+func newTreeWriter(root string) *treeWriter {
+	return &treeWriter{root: root, dirs: map[string]bool{}}
+}
+
+func (w *treeWriter) tempFor(rel string) (string, error) {
+	final := filepath.Join(w.root, filepath.FromSlash(rel))
+	dir := filepath.Dir(final)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("create directory %s: %w", dir, err)
+	}
+	w.dirs[dir] = true
+	var rnd [6]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return "", err
+	}
+	tmp := filepath.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:])+"-"+filepath.Base(final))
+	w.staged = append(w.staged, staged{tmp, final})
+	return tmp, nil
+}
+
+// WriteFile stages data at the slash-separated path rel, and at every path in also as
+// hard links of the same file (by-hash copies cost no second write).
+func (w *treeWriter) WriteFile(rel string, data []byte, also ...string) error {
+	tmp, err := w.tempFor(rel)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", rel, err)
+	}
+	w.written += int64(len(data))
+	for _, a := range also {
+		link, err := w.tempFor(a)
+		if err != nil {
+			return err
+		}
+		if err := os.Link(tmp, link); err != nil {
+			return fmt.Errorf("link %s: %w", a, err)
+		}
+	}
+	return nil
+}
+
+// CopyFile stages a copy of the file src at rel.
+func (w *treeWriter) CopyFile(rel, src string) error {
+	tmp, err := w.tempFor(rel)
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", src, err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("copy %s to %s: %w", src, rel, err)
+	}
+	n, err := io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("copy %s to %s: %w", src, rel, err)
+	}
+	w.written += n
+	return nil
+}
+
+// Commit makes every staged file visible under its final name.
+func (w *treeWriter) Commit() error {
+	if len(w.staged) == 0 {
+		return nil
+	}
+	if err := syncTree(w.root); err != nil {
+		return err
+	}
+	sort.SliceStable(w.staged, func(i, j int) bool { return rank(w.staged[i].final) < rank(w.staged[j].final) })
+	for _, s := range w.staged {
+		if err := os.Rename(s.tmp, s.final); err != nil {
+			return fmt.Errorf("rename into place %s: %w", s.final, err)
+		}
+	}
+	dirs := make([]string, 0, len(w.dirs))
+	for d := range w.dirs {
+		dirs = append(dirs, d)
+	}
+	sort.Strings(dirs)
+	for _, d := range dirs {
+		if err := syncDir(d); err != nil {
+			return err
+		}
+	}
+	w.staged = nil
+	return nil
+}
+
+// rank orders the renames of a commit so that whatever a file names is in place before
+// it: pool files, then by-hash copies, then indexes, then Release and Release.gpg, and
+// InRelease last.
+func rank(path string) int {
+	base := filepath.Base(path)
+	switch {
+	case strings.Contains(filepath.ToSlash(path), "/pool/"):
+		return 0
+	case strings.Contains(filepath.ToSlash(path), "/by-hash/"):
+		return 1
+	case base == "InRelease":
+		return 4
+	case base == "Release" || base == "Release.gpg":
+		return 3
+	}
+	return 2
+}
+
+// Abort removes every staged temporary file.
+func (w *treeWriter) Abort() {
+	for _, s := range w.staged {
+		os.Remove(s.tmp)
+	}
+	w.staged = nil
+}
+
+// syncTree flushes every dirty page of the file system holding root in one call, which
+// is far cheaper than an fsync per file when a build stages thousands of pool files.
+func syncTree(root string) error {
+	f, err := os.Open(root)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", root, err)
+	}
+	defer f.Close()
+	if err := unix.Syncfs(int(f.Fd())); err != nil {
+		return fmt.Errorf("sync %s: %w", root, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// WriteFileAtomic writes one file atomically: temp file in the same directory, fsync,
+// rename, fsync of the directory.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create directory %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, tmpPrefix+"*-"+filepath.Base(path))
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	ok = true
+	return syncDir(dir)
+}
