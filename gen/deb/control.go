@@ -54,7 +54,7 @@ func parseControl(b []byte) ([]Field, error) {
 		}
 	}
 	if len(fields) == 0 {
-		return nil, fmt.Errorf("control file has no fields")
+		return nil, fmt.Errorf("no fields")
 	}
 	return fields, nil
 }
