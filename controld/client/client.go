@@ -1,0 +1,283 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/armor-apt/armor/controld/api"
+)
+
+// Sentinels matched by *APIError with errors.Is.
+var (
+	ErrConflict     = errors.New("conflict")     // 409: lost compare-and-swap, name or hostname taken
+	ErrNotFound     = errors.New("not found")    // 404
+	ErrUnauthorized = errors.New("unauthorized") // 401
+	ErrForbidden    = errors.New("forbidden")    // 403
+	ErrInvalid      = errors.New("invalid")      // 400 and 422: the request or release was refused
+	// ErrNotModified is returned by Routes when the routes did not change.
+	ErrNotModified = errors.New("routes not modified")
+)
+
+// APIError is an error answer of controld.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+	// Active is, on a lost compare-and-swap, the release active now ("" for none);
+	// HasActive tells whether the server said so.
+	Active    string
+	HasActive bool
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("controld: %s (%d %s)", e.Message, e.Status, e.Code)
+}
+
+// Is matches the sentinel of the error's status.
+func (e *APIError) Is(target error) bool {
+	switch target {
+	case ErrConflict:
+		return e.Status == http.StatusConflict
+	case ErrNotFound:
+		return e.Status == http.StatusNotFound
+	case ErrUnauthorized:
+		return e.Status == http.StatusUnauthorized
+	case ErrForbidden:
+		return e.Status == http.StatusForbidden
+	case ErrInvalid:
+		return e.Status == http.StatusBadRequest || e.Status == http.StatusUnprocessableEntity
+	}
+	return false
+}
+
+// Client talks to one controld with one token. It is safe for concurrent use.
+type Client struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// New returns a client of the controld at baseURL (such as "https://controld:7380"),
+// authenticating with token. A nil httpClient means http.DefaultClient.
+func New(baseURL, token string, httpClient *http.Client) *Client {
+	if httpClient == nil {
+		httpClient = http.DefaultClient
+	}
+	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: httpClient}
+}
+
+// do sends a request with an optional JSON body and decodes a 2xx answer into out.
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	_, err := c.send(ctx, method, path, nil, in, out)
+	return err
+}
+
+func (c *Client) send(ctx context.Context, method, path string, hdr http.Header, in, out any) (*http.Response, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: encode request: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotModified {
+		return resp, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: read answer: %w", method, path, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, decodeError(resp.StatusCode, data)
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return nil, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return resp, nil
+}
+
+func decodeError(status int, data []byte) *APIError {
+	var body api.ErrorBody
+	if err := json.Unmarshal(data, &body); err != nil || body.Error.Code == "" {
+		msg := strings.TrimSpace(string(data))
+		if len(msg) > 200 {
+			msg = msg[:200] + "..."
+		}
+		if msg == "" {
+			msg = http.StatusText(status)
+		}
+		return &APIError{Status: status, Code: "http", Message: msg}
+	}
+	e := &APIError{Status: status, Code: body.Error.Code, Message: body.Error.Message}
+	if body.Error.Active != nil {
+		e.Active, e.HasActive = *body.Error.Active, true
+	}
+	return e
+}
+
+func repoPath(repo string, rest ...string) string {
+	p := "/v1/repos/" + url.PathEscape(repo)
+	for _, r := range rest {
+		p += "/" + url.PathEscape(r)
+	}
+	return p
+}
+
+// CreateRepo creates a repository (admin).
+func (c *Client) CreateRepo(ctx context.Context, req api.CreateRepoRequest) (*api.Repository, error) {
+	var out api.Repository
+	return &out, c.do(ctx, http.MethodPost, "/v1/repos", req, &out)
+}
+
+// Repo returns one repository.
+func (c *Client) Repo(ctx context.Context, repo string) (*api.Repository, error) {
+	var out api.Repository
+	return &out, c.do(ctx, http.MethodGet, repoPath(repo), nil, &out)
+}
+
+// Repos lists the repositories the token may read.
+func (c *Client) Repos(ctx context.Context) ([]api.Repository, error) {
+	var out []api.Repository
+	return out, c.do(ctx, http.MethodGet, "/v1/repos", nil, &out)
+}
+
+// AddHostnames claims hostnames for a repository (admin).
+func (c *Client) AddHostnames(ctx context.Context, repo string, hostnames ...string) (*api.Repository, error) {
+	var out api.Repository
+	return &out, c.do(ctx, http.MethodPost, repoPath(repo, "hostnames"), api.HostnamesRequest{Hostnames: hostnames}, &out)
+}
+
+// AddKey registers an armored public key for a repository (admin).
+func (c *Client) AddKey(ctx context.Context, repo, armoredKey string) (*api.Repository, error) {
+	var out api.Repository
+	return &out, c.do(ctx, http.MethodPost, repoPath(repo, "keys"), api.KeyRequest{Key: armoredKey}, &out)
+}
+
+// RemoveKey unregisters a key by fingerprint (admin).
+func (c *Client) RemoveKey(ctx context.Context, repo, fingerprint string) (*api.Repository, error) {
+	var out api.Repository
+	return &out, c.do(ctx, http.MethodDelete, repoPath(repo, "keys", fingerprint), nil, &out)
+}
+
+// SetRetention sets a repository's retention window (admin).
+func (c *Client) SetRetention(ctx context.Context, repo string, d time.Duration) (*api.Repository, error) {
+	var out api.Repository
+	return &out, c.do(ctx, http.MethodPut, repoPath(repo, "retention"), api.RetentionRequest{Retention: api.Duration{Duration: d}}, &out)
+}
+
+// RecordRelease asks controld to verify and record the manifest object manifestSHA256
+// (already in the store). With activate, it is activated in the same transaction if
+// expectActive is the active release ("" for none); a lost compare-and-swap records
+// nothing and returns an *APIError matching ErrConflict.
+func (c *Client) RecordRelease(ctx context.Context, repo, manifestSHA256 string, activate bool, expectActive string) (*api.RecordResponse, error) {
+	var out api.RecordResponse
+	req := api.RecordRequest{Manifest: manifestSHA256, Activate: activate, ExpectActive: expectActive}
+	return &out, c.do(ctx, http.MethodPost, repoPath(repo, "releases"), req, &out)
+}
+
+// Release returns one recorded release.
+func (c *Client) Release(ctx context.Context, repo, id string) (*api.Release, error) {
+	var out api.Release
+	return &out, c.do(ctx, http.MethodGet, repoPath(repo, "releases", id), nil, &out)
+}
+
+// Releases lists a repository's releases in the order they were recorded.
+func (c *Client) Releases(ctx context.Context, repo string) ([]api.Release, error) {
+	var out []api.Release
+	return out, c.do(ctx, http.MethodGet, repoPath(repo, "releases"), nil, &out)
+}
+
+// Activate makes release id active if expect is the active release ("" for none).
+func (c *Client) Activate(ctx context.Context, repo, id, expect string) (*api.Activation, error) {
+	var out api.Activation
+	return &out, c.do(ctx, http.MethodPost, repoPath(repo, "activate"), api.ActivateRequest{Release: id, ExpectActive: expect}, &out)
+}
+
+// Rollback makes the previously active release active again if expect is the active
+// release now.
+func (c *Client) Rollback(ctx context.Context, repo, expect string) (*api.Activation, error) {
+	var out api.Activation
+	return &out, c.do(ctx, http.MethodPost, repoPath(repo, "rollback"), api.RollbackRequest{ExpectActive: expect}, &out)
+}
+
+// History lists a repository's activations, oldest first.
+func (c *Client) History(ctx context.Context, repo string) ([]api.Activation, error) {
+	var out []api.Activation
+	return out, c.do(ctx, http.MethodGet, repoPath(repo, "history"), nil, &out)
+}
+
+// Status returns a repository's state at a glance.
+func (c *Client) Status(ctx context.Context, repo string) (*api.Status, error) {
+	var out api.Status
+	return &out, c.do(ctx, http.MethodGet, repoPath(repo, "status"), nil, &out)
+}
+
+// CreateToken creates a token (admin) and returns it with its secret.
+func (c *Client) CreateToken(ctx context.Context, name string, repositories, actions []string) (*api.CreateTokenResponse, error) {
+	var out api.CreateTokenResponse
+	req := api.CreateTokenRequest{Name: name, Repositories: repositories, Actions: actions}
+	return &out, c.do(ctx, http.MethodPost, "/v1/tokens", req, &out)
+}
+
+// Tokens lists the tokens within the caller's scope (admin).
+func (c *Client) Tokens(ctx context.Context) ([]api.Token, error) {
+	var out []api.Token
+	return out, c.do(ctx, http.MethodGet, "/v1/tokens", nil, &out)
+}
+
+// RevokeToken revokes a token by name (admin).
+func (c *Client) RevokeToken(ctx context.Context, name string) (*api.Token, error) {
+	var out api.Token
+	return &out, c.do(ctx, http.MethodDelete, "/v1/tokens/"+url.PathEscape(name), nil, &out)
+}
+
+// Routes fetches the routes feed. With since > 0 it long-polls: controld answers when
+// the routes version differs from since, or after wait with ErrNotModified.
+func (c *Client) Routes(ctx context.Context, since uint64, wait time.Duration) (*api.Routes, error) {
+	path := "/v1/routes"
+	hdr := http.Header{}
+	if since > 0 {
+		hdr.Set("If-None-Match", strconv.Quote(strconv.FormatUint(since, 10)))
+		if wait > 0 {
+			path += "?wait=" + strconv.Itoa(int(wait.Round(time.Second)/time.Second))
+		}
+	}
+	var out api.Routes
+	resp, err := c.send(ctx, http.MethodGet, path, hdr, nil, &out)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode == http.StatusNotModified {
+		return nil, ErrNotModified
+	}
+	return &out, nil
+}
