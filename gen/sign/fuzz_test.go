@@ -8,7 +8,8 @@ import (
 
 // The fuzz targets check that parsing outside input never panics and that whatever
 // is accepted is consistent. Run one with e.g.
-// go test ./gen/sign -run '^$' -fuzz FuzzVerifyClearsigned -fuzztime 1m
+// go test ./gen/sign -run '^$' -fuzz FuzzReadKeyring -fuzztime 1m -fuzzminimizetime 5s
+// (minimizing a large key input with the default 60 s looks like a stall).
 
 func FuzzReadSecretKey(f *testing.F) {
 	for _, name := range []string{"rsa.sec.asc", "eddsa.sec.asc", "protected.sec.asc", "rsa.pub.asc", "eddsa.pub.gpg"} {

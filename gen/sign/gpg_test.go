@@ -123,3 +123,38 @@ func primaryFingerprint(t *testing.T, colons []byte) string {
 	t.Fatalf("no primary key fingerprint in gpg listing:\n%s", colons)
 	return ""
 }
+
+// TestGpgUsesOurKeys imports what WriteSecret writes (plain and passphrase-protected)
+// into gpg 2.2, has gpg sign with it, and checks gpgv accepts that signature against
+// our public keyring: our secret-key encoding and S2K protection are readable by gpg.
+func TestGpgUsesOurKeys(t *testing.T) {
+	for _, tc := range []struct{ name, fixture, passphrase string }{
+		{"rsa fixture, plain", "rsa", ""},
+		{"eddsa fixture, protected anew", "eddsa", "fresh passphrase"},
+		{"protected fixture", "protected", protectedPassphrase},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := fixtureKey(t, tc.fixture)
+			var secret bytes.Buffer
+			if err := k.WriteSecret(&secret, []byte(tc.passphrase)); err != nil {
+				t.Fatal(err)
+			}
+			home := gpgHomeWithAgentCleanup(t)
+			dir := t.TempDir()
+			base := []string{"--batch", "--no-tty", "--pinentry-mode", "loopback", "--passphrase", tc.passphrase}
+			if _, err := run(t, home, secret.Bytes(), "gpg", append(base, "--import")...); err != nil {
+				t.Fatal(err)
+			}
+			relPath := writeFile(t, dir, "Release", []byte(sampleRelease))
+			sigPath := dir + "/Release.gpg"
+			args := append(base, "--local-user", k.Fingerprint(), "--output", sigPath, "--detach-sign", relPath)
+			if _, err := run(t, home, nil, "gpg", args...); err != nil {
+				t.Fatalf("gpg cannot sign with our key: %v", err)
+			}
+			keyring := writeFile(t, dir, "pub.gpg", publicKeyring(t, k))
+			if _, err := run(t, home, nil, "gpgv", "--keyring", keyring, sigPath, relPath); err != nil {
+				t.Errorf("gpgv rejected gpg's signature: %v", err)
+			}
+		})
+	}
+}
