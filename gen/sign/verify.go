@@ -2,6 +2,7 @@ package sign
 
 import (
 	"bytes"
+	"crypto"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,13 @@ import (
 var clearsignBegin = []byte("-----BEGIN PGP SIGNED MESSAGE-----")
 
 const openpgpSigBegin = "-----BEGIN PGP SIGNATURE-----"
+
+// hashByName maps the Hash header values that clearsign.Decode admits to hashes.
+var hashByName = map[string]crypto.Hash{
+	"MD5": crypto.MD5, "SHA1": crypto.SHA1, "RIPEMD160": crypto.RIPEMD160,
+	"SHA224": crypto.SHA224, "SHA256": crypto.SHA256, "SHA384": crypto.SHA384, "SHA512": crypto.SHA512,
+	"SHA3-256": crypto.SHA3_256, "SHA3-512": crypto.SHA3_512,
+}
 
 // VerifyClearsigned checks a clear-signed message (an InRelease file) against the keys
 // in keyrings (each armored or binary public key data). It returns the signed text,
@@ -42,7 +50,7 @@ func VerifyClearsigned(data []byte, keyrings ...[]byte) (plaintext []byte, finge
 		return nil, "", fmt.Errorf("verify clear-signed message: %w: text after the signature", ErrBadSignature)
 	}
 	sigText := data[max(0, bytes.LastIndex(data, []byte(openpgpSigBegin))):]
-	signer, err := verify(keys, block.Bytes, block.ArmoredSignature, sigText)
+	signer, err := verify(keys, block.Bytes, block.ArmoredSignature, sigText, block.Headers.Values("Hash"))
 	if err != nil {
 		return nil, "", fmt.Errorf("verify clear-signed message: %w", err)
 	}
@@ -68,7 +76,7 @@ func VerifyDetached(signed, sig []byte, keyrings ...[]byte) (fingerprint string,
 	} else {
 		sigBlock = &armor.Block{Type: openpgp.SignatureType, Body: bytes.NewReader(sig)}
 	}
-	fp, err := verify(keys, signed, sigBlock, armored)
+	fp, err := verify(keys, signed, sigBlock, armored, nil)
 	if err != nil {
 		return "", fmt.Errorf("verify detached signature: %w", err)
 	}
@@ -76,8 +84,10 @@ func VerifyDetached(signed, sig []byte, keyrings ...[]byte) (fingerprint string,
 }
 
 // verify checks the signature in sig over signed against keys. armored is the text of
-// sig when it is armored, for the CRC check, else nil.
-func verify(keys openpgp.EntityList, signed []byte, sig *armor.Block, armored []byte) (string, error) {
+// sig when it is armored, for the CRC check, else nil. hashNames are the clear-signed
+// message's Hash headers: when there are some, the signature must use one of them, as
+// gpg requires.
+func verify(keys openpgp.EntityList, signed []byte, sig *armor.Block, armored []byte, hashNames []string) (string, error) {
 	if sig.Type != openpgp.SignatureType {
 		return "", fmt.Errorf("%w: armored block is a %q, want %q", ErrBadSignature, sig.Type, openpgp.SignatureType)
 	}
@@ -93,7 +103,18 @@ func verify(keys openpgp.EntityList, signed []byte, sig *armor.Block, armored []
 	if err := hasSignaturePacket(body); err != nil {
 		return "", err
 	}
-	_, signer, err := openpgp.VerifyDetachedSignature(keys, bytes.NewReader(signed), bytes.NewReader(body), nil)
+	var signer *openpgp.Entity
+	if len(hashNames) > 0 {
+		var hashes []crypto.Hash
+		for _, n := range hashNames {
+			if h, ok := hashByName[n]; ok {
+				hashes = append(hashes, h)
+			}
+		}
+		_, signer, err = openpgp.VerifyDetachedSignatureAndHash(keys, bytes.NewReader(signed), bytes.NewReader(body), hashes, nil)
+	} else {
+		_, signer, err = openpgp.VerifyDetachedSignature(keys, bytes.NewReader(signed), bytes.NewReader(body), nil)
+	}
 	switch {
 	case errors.Is(err, pgperrors.ErrUnknownIssuer):
 		return "", ErrUnknownKey

@@ -41,6 +41,7 @@ func TestVerifyClearsigned(t *testing.T) {
 		{"text after", cat(signed, []byte("Origin: evil\n")), [][]byte{rsaPub}, ErrBadSignature, false},
 		{"corrupted signature", corruptSignature(t, signed), [][]byte{rsaPub}, ErrBadSignature, false},
 		{"corrupted CRC", corruptCRC(t, signed), [][]byte{rsaPub}, ErrBadSignature, false},
+		{"Hash header disagrees", bytes.Replace(signed, []byte("Hash: SHA512"), []byte("Hash: SHA256"), 1), [][]byte{rsaPub}, ErrBadSignature, false},
 		{"plain Release", release, [][]byte{rsaPub}, ErrBadSignature, false},
 		{"empty", nil, [][]byte{rsaPub}, ErrBadSignature, false},
 		{"no keyring", signed, nil, nil, true},
