@@ -1,0 +1,579 @@
+package gen_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/armor-apt/armor/gen"
+	"github.com/armor-apt/armor/gen/deb"
+	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/manifest"
+	"github.com/armor-apt/armor/testdata/synth"
+)
+
+// withoutSignatures returns a copy of m without its id and without the InRelease and
+// Release.gpg entries: those hold signatures, which differ on every signing (go-crypto
+// salts each one), so two builds of the same inputs can only agree on the rest.
+func withoutSignatures(m *manifest.Manifest) manifest.Manifest {
+	c := *m
+	c.ID = ""
+	c.Files = nil
+	for _, f := range m.Files {
+		if !isSignature(f.Path) {
+			c.Files = append(c.Files, f)
+		}
+	}
+	return c
+}
+
+// assertSameRelease checks that two manifests describe the same release apart from the
+// signatures, the id and the parent.
+func assertSameRelease(t *testing.T, a, b *manifest.Manifest) {
+	t.Helper()
+	ca, cb := withoutSignatures(a), withoutSignatures(b)
+	ca.Parent, cb.Parent = "", ""
+	ea, err := manifest.Marshal(&ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eb, err := manifest.Marshal(&cb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ea, eb) {
+		t.Errorf("manifests differ beyond signatures:\n%s", lineDiff(string(ea), string(eb)))
+	}
+}
+
+// assertSameTree checks that every path m lists has the same bytes in both trees, except
+// the signature files, for which the signed text (InRelease's plaintext) must be equal.
+func assertSameTree(t *testing.T, m *manifest.Manifest, treeA, treeB string, keyring []byte) {
+	t.Helper()
+	paths := m.Paths()
+	if len(paths) == 0 {
+		t.Fatal("manifest lists no paths")
+	}
+	for _, p := range sortedKeys(paths) {
+		a, errA := os.ReadFile(filepath.Join(treeA, filepath.FromSlash(p)))
+		b, errB := os.ReadFile(filepath.Join(treeB, filepath.FromSlash(p)))
+		if errA != nil || errB != nil {
+			t.Errorf("%s: %v / %v", p, errA, errB)
+			continue
+		}
+		switch {
+		case strings.HasSuffix(p, "/InRelease"):
+			pa, _, errA := sign.VerifyClearsigned(a, keyring)
+			pb, _, errB := sign.VerifyClearsigned(b, keyring)
+			if errA != nil || errB != nil {
+				t.Errorf("%s: verify: %v / %v", p, errA, errB)
+			} else if !bytes.Equal(pa, pb) {
+				t.Errorf("%s: signed text differs:\n%s", p, lineDiff(string(pa), string(pb)))
+			}
+		case strings.HasSuffix(p, "/Release.gpg"):
+			// A detached signature: compared through Release, which it signs.
+		case !bytes.Equal(a, b):
+			t.Errorf("%s differs between the two trees", p)
+		}
+	}
+}
+
+// TestDeterministic builds the same inputs twice, into different directories, with the
+// same date; the second build runs on one processor so that the order in which parallel
+// reads finish differs. Every file but the signatures is byte-identical, InRelease signs
+// the same text, and the manifests agree once the signature entries (and the id, a hash
+// over them) are removed.
+func TestDeterministic(t *testing.T) {
+	a := newRepo(t, repoConfig{Real: true, Synth: 20})
+	b := newRepo(t, repoConfig{Real: true, Synth: 20})
+	ma := a.mustBuild().Manifest
+	prev := runtime.GOMAXPROCS(1)
+	mb := b.mustBuild().Manifest
+	runtime.GOMAXPROCS(prev)
+
+	assertSameRelease(t, ma, mb)
+	assertSameTree(t, ma, a.Opts.TreeDir, b.Opts.TreeDir, publicKeyring(t, a.Opts.Key))
+	sa, sb := snapshot(t, a.Opts.TreeDir), snapshot(t, b.Opts.TreeDir)
+	if !slices.Equal(sortedKeys(sa), sortedKeys(sb)) {
+		t.Errorf("the trees hold different paths:\n%v\n%v", sortedKeys(sa), sortedKeys(sb))
+	}
+}
+
+// TestIncrementalEqualsFull checks that a release reached by incremental builds (reusing
+// stanzas from the previous Packages files) is the release a full build of the same
+// inputs gives.
+func TestIncrementalEqualsFull(t *testing.T) {
+	full := newRepo(t, repoConfig{Real: true, Synth: 6})
+	inc := newRepo(t, repoConfig{Real: true, Synth: 6})
+	mFull := full.mustBuild().Manifest
+
+	// inc starts without two packages (one amd64, one all) and gains them one at a time.
+	hold := t.TempDir()
+	moved := []string{"synth/pkg000002_1.0-1_amd64.deb", "real/natpmp-utils_20150609-7.1_all.deb"}
+	for _, rel := range moved {
+		if err := os.Rename(inc.in(rel), filepath.Join(hold, filepath.Base(rel))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inc.mustBuild()
+	for _, rel := range moved {
+		if err := os.Rename(filepath.Join(hold, filepath.Base(rel)), inc.in(rel)); err != nil {
+			t.Fatal(err)
+		}
+		if res := inc.mustBuild(); res.Stats.Read != 1 {
+			t.Errorf("adding %s: read %d files, want 1", rel, res.Stats.Read)
+		}
+	}
+	assertSameRelease(t, mFull, inc.Last)
+	assertSameTree(t, mFull, full.Opts.TreeDir, inc.Opts.TreeDir, publicKeyring(t, full.Opts.Key))
+}
+
+// changedPaths builds and returns the tree paths the build added, changed, removed or
+// touched.
+func changedPaths(t *testing.T, r *repo) (*gen.Result, []string) {
+	t.Helper()
+	before := snapshot(t, r.Opts.TreeDir)
+	// Make any rewrite visible in mtimes even on file systems with coarse timestamps.
+	time.Sleep(10 * time.Millisecond)
+	res := r.mustBuild()
+	return res, diffSnapshots(before, snapshot(t, r.Opts.TreeDir))
+}
+
+// assertOnlyUnder fails if a changed path is not under one of the allowed prefixes.
+func assertOnlyUnder(t *testing.T, changed []string, allowed ...string) {
+	t.Helper()
+	for _, c := range changed {
+		_, p, _ := strings.Cut(c, " ")
+		ok := false
+		for _, a := range allowed {
+			if strings.HasPrefix(p, a) {
+				ok = true
+			}
+		}
+		if !ok {
+			t.Errorf("%s: not expected to change (allowed: %v)", c, allowed)
+		}
+	}
+}
+
+func assertChanged(t *testing.T, changed []string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !slices.ContainsFunc(changed, func(c string) bool { return strings.HasSuffix(c, " "+w) }) {
+			t.Errorf("%s was not rewritten; changes: %v", w, changed)
+		}
+	}
+}
+
+const (
+	amd64Dir = "dists/stable/main/binary-amd64/"
+	arm64Dir = "dists/stable/main/binary-arm64/"
+)
+
+var signedFiles = []string{"dists/stable/Release", "dists/stable/InRelease", "dists/stable/Release.gpg"}
+
+func TestNoChangeIsUpToDate(t *testing.T) {
+	r := newRepo(t, repoConfig{Real: true, Synth: 4})
+	first := r.mustBuild()
+	res, changed := changedPaths(t, r)
+	if !res.UpToDate {
+		t.Error("a rebuild without change is not up to date")
+	}
+	if res.Manifest != first.Manifest {
+		t.Error("an up-to-date build does not return the previous manifest")
+	}
+	want := gen.Stats{Inputs: 8, Packages: 8}
+	if res.Stats != want {
+		t.Errorf("stats %+v, want %+v", res.Stats, want)
+	}
+	if len(changed) != 0 {
+		t.Errorf("an up-to-date build changed the tree: %v", changed)
+	}
+}
+
+func TestAddOne(t *testing.T) {
+	for _, tc := range []struct {
+		name, arch string
+		indexes    int
+		rewritten  []string // index directories rewritten
+		untouched  string   // an index directory that must not change ("" for none)
+	}{
+		{name: "amd64", arch: "amd64", indexes: 1, rewritten: []string{amd64Dir}, untouched: arm64Dir},
+		{name: "all", arch: "all", indexes: 2, rewritten: []string{amd64Dir, arm64Dir}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRepo(t, repoConfig{Real: true, Synth: 4})
+			r.mustBuild()
+			writeOne(t, r.in("new"), "newpkg", "2:1.5-1", tc.arch, "pkg000000")
+			res, changed := changedPaths(t, r)
+			s := res.Stats
+			if s.Read != 1 || s.Added != 1 || s.Removed != 0 || s.Packages != 9 || s.Inputs != 9 || s.IndexesWritten != tc.indexes || s.SuitesSigned != 1 {
+				t.Errorf("stats %+v: want Read 1, Added 1, Removed 0, Packages 9, Inputs 9, IndexesWritten %d, SuitesSigned 1", s, tc.indexes)
+			}
+			pool := "pool/main/n/newpkg/newpkg_1.5-1_" + tc.arch + ".deb"
+			allowed := append([]string{pool}, signedFiles...)
+			assertOnlyUnder(t, changed, append(allowed, tc.rewritten...)...)
+			assertChanged(t, changed, allowed...)
+			for _, dir := range tc.rewritten {
+				assertChanged(t, changed, dir+"Packages", dir+"Packages.gz", dir+"Packages.xz")
+				arch := strings.TrimPrefix(strings.TrimSuffix(dir, "/"), "dists/stable/main/binary-")
+				if names := packageNames(t, packagesFile(t, r, arch)); !slices.Contains(names, "newpkg") {
+					t.Errorf("%sPackages does not list newpkg: %v", dir, names)
+				}
+			}
+			if tc.untouched != "" && slices.ContainsFunc(changed, func(c string) bool { return strings.Contains(c, tc.untouched) }) {
+				t.Errorf("%s changed: %v", tc.untouched, changed)
+			}
+			if !slices.ContainsFunc(res.Manifest.Packages, func(p manifest.Package) bool {
+				return p.Name == "newpkg" && p.Version == "2:1.5-1" && p.Path == pool
+			}) {
+				t.Errorf("manifest does not list newpkg 2:1.5-1 at %s", pool)
+			}
+		})
+	}
+}
+
+func TestRemoveOne(t *testing.T) {
+	r := newRepo(t, repoConfig{Real: true, Synth: 4})
+	r.mustBuild()
+	const gone = "pool/main/libn/libnatpmp/libnatpmp-dev_20150609-7.1+b2_amd64.deb"
+	if err := os.Remove(r.in("real/libnatpmp-dev_20150609-7.1+b2_amd64.deb")); err != nil {
+		t.Fatal(err)
+	}
+	res, changed := changedPaths(t, r)
+	s := res.Stats
+	if s.Read != 0 || s.Removed != 1 || s.Added != 0 || s.Packages != 7 || s.IndexesWritten != 1 {
+		t.Errorf("stats %+v: want Read 0, Removed 1, Added 0, Packages 7, IndexesWritten 1", s)
+	}
+	assertOnlyUnder(t, changed, append([]string{amd64Dir}, signedFiles...)...)
+	if names := packageNames(t, packagesFile(t, r, "amd64")); slices.Contains(names, "libnatpmp-dev") {
+		t.Errorf("Packages still lists the removed package: %v", names)
+	}
+	if _, ok := res.Manifest.Paths()[gone]; ok {
+		t.Errorf("manifest still lists %s", gone)
+	}
+	// A static mirror keeps the previous release's files for one more generation, for
+	// clients holding the previous InRelease; the next build that changes something
+	// deletes them.
+	if _, err := os.Stat(r.tree(gone)); err != nil {
+		t.Errorf("the previous release's pool file was deleted at once: %v", err)
+	}
+	writeOne(t, r.in("new"), "newpkg", "1.0", "amd64", "")
+	r.mustBuild()
+	if _, err := os.Stat(r.tree(gone)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s survives two releases after its removal (stat: %v)", gone, err)
+	}
+}
+
+// TestTouchedInput: a new mtime makes the build read the file again, but the same content
+// gives the same release, and the next build trusts the new mtime.
+func TestTouchedInput(t *testing.T) {
+	r := newRepo(t, repoConfig{Real: true, Synth: 4})
+	first := r.mustBuild().Manifest
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(r.in("real/natpmpc_20150609-7.1+b2_amd64.deb"), later, later); err != nil {
+		t.Fatal(err)
+	}
+	res, changed := changedPaths(t, r)
+	if res.Stats.Read != 1 || !res.UpToDate || res.Manifest != first {
+		t.Errorf("touched input: read %d, up to date %v, same manifest %v; want 1, true, true", res.Stats.Read, res.UpToDate, res.Manifest == first)
+	}
+	if len(changed) != 0 {
+		t.Errorf("touching an input changed the tree: %v", changed)
+	}
+	if res := r.mustBuild(); res.Stats.Read != 0 || !res.UpToDate {
+		t.Errorf("next build: read %d, up to date %v; want 0, true", res.Stats.Read, res.UpToDate)
+	}
+}
+
+// TestVerifyRereadsAll: Options.Verify reads every input even when size and mtime match,
+// so it sees content changed behind an unchanged mtime (which a normal build trusts), and
+// it repairs a damaged pool file in the tree.
+func TestVerifyRereadsAll(t *testing.T) {
+	r := newRepo(t, repoConfig{Real: true, Synth: 4})
+	r.mustBuild()
+
+	// Change the last byte of a synthetic package (inside its stored data.tar.gz) and put
+	// the mtime back: same path, size and mtime, different content.
+	in := r.in("synth/pkg000002_1.0-1_amd64.deb")
+	st, err := os.Stat(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-1] ^= 0xff
+	writeFile(t, in, data)
+	if err := os.Chtimes(in, st.ModTime(), st.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	// Damage a pool file in the tree without changing its size.
+	const poolFile = "pool/main/libn/libnatpmp/natpmpc_20150609-7.1+b2_amd64.deb"
+	damaged, err := os.ReadFile(r.tree(poolFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged[100] ^= 0xff
+	writeFile(t, r.tree(poolFile), damaged)
+
+	if res := r.mustBuild(); res.Stats.Read != 0 || !res.UpToDate {
+		t.Fatalf("without Verify: read %d, up to date %v; want 0, true (size and mtime are trusted)", res.Stats.Read, res.UpToDate)
+	}
+	r.Opts.Verify = true
+	res := r.mustBuild()
+	if res.Stats.Read != 8 || res.Stats.Added != 1 || res.UpToDate {
+		t.Errorf("with Verify: stats %+v, up to date %v; want Read 8, Added 1 (the changed package), not up to date", res.Stats, res.UpToDate)
+	}
+	var sum string
+	for _, p := range res.Manifest.Packages {
+		if p.Name == "pkg000002" {
+			sum = p.SHA256
+		}
+	}
+	if sum != sha256Hex(data) {
+		t.Errorf("manifest has sha256 %s for the changed package, want %s", sum, sha256Hex(data))
+	}
+	if got, err := os.ReadFile(r.tree(poolFile)); err != nil || bytes.Equal(got, damaged) {
+		t.Errorf("Verify did not repair the damaged pool file %s (err %v)", poolFile, err)
+	}
+	if _, err := gen.VerifyTree(context.Background(), dirFetcher(r.Opts.TreeDir), gen.VerifyOptions{
+		Suites: []string{"stable"}, Keyrings: [][]byte{publicKeyring(t, r.Opts.Key)}, Pool: true, Now: testDate,
+	}); err != nil {
+		t.Errorf("tree after a Verify build: %v", err)
+	}
+}
+
+// encodeDeb writes a .deb with the given control file.
+func encodeDeb(t *testing.T, path, control string) {
+	t.Helper()
+	var b bytes.Buffer
+	if err := synth.Encode(&b, synth.Deb{Control: []byte(control)}); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, path, b.Bytes())
+}
+
+const controlTail = "Maintainer: Armor Test <t@example.invalid>\nDescription: a test package\n"
+
+// TestBadInput adds one bad input to a built repository. Each build must fail with an
+// error naming the file (and the field, where one is at fault), and leave the tree exactly
+// as it was; once the bad input is gone, the next build finds everything up to date
+// without reading a file, so neither the tree nor the build cache was disturbed.
+func TestBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, r *repo) (bad []string) // returns the paths the error must name
+		is    error                                      // errors.Is target, or nil
+		field string                                     // a deb.FieldError's field, or ""
+		want  []string                                   // further substrings of the message
+	}{
+		{
+			name: "truncated",
+			setup: func(t *testing.T, r *repo) []string {
+				data, err := os.ReadFile(filepath.Join(debsDir, realDebs[0]))
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := r.in("bad/truncated.deb")
+				writeFile(t, p, data[:len(data)-100])
+				return []string{p}
+			},
+			is: deb.ErrTruncated,
+		},
+		{
+			name: "not a deb",
+			setup: func(t *testing.T, r *repo) []string {
+				p := r.in("bad/text.deb")
+				writeFile(t, p, []byte("this is not an ar archive\n"))
+				return []string{p}
+			},
+			is: deb.ErrNotDeb,
+		},
+		{
+			name: "missing Package",
+			setup: func(t *testing.T, r *repo) []string {
+				p := r.in("bad/nopkg.deb")
+				encodeDeb(t, p, "Version: 1.0\nArchitecture: amd64\n"+controlTail)
+				return []string{p}
+			},
+			is: deb.ErrMissingField, field: "Package",
+		},
+		{
+			name: "missing Version",
+			setup: func(t *testing.T, r *repo) []string {
+				p := r.in("bad/nover.deb")
+				encodeDeb(t, p, "Package: nover\nArchitecture: amd64\n"+controlTail)
+				return []string{p}
+			},
+			is: deb.ErrMissingField, field: "Version",
+		},
+		{
+			name: "missing Architecture",
+			setup: func(t *testing.T, r *repo) []string {
+				p := r.in("bad/noarch.deb")
+				encodeDeb(t, p, "Package: noarch\nVersion: 1.0\n"+controlTail)
+				return []string{p}
+			},
+			is: deb.ErrMissingField, field: "Architecture",
+		},
+		{
+			name: "invalid version",
+			setup: func(t *testing.T, r *repo) []string {
+				p := r.in("bad/badver.deb")
+				encodeDeb(t, p, "Package: badver\nVersion: 1.0 beta\nArchitecture: amd64\n"+controlTail)
+				return []string{p}
+			},
+			field: "Version", want: []string{"1.0 beta"},
+		},
+		{
+			name: "architecture not in the suite",
+			setup: func(t *testing.T, r *repo) []string {
+				p := writeOne(t, r.in("bad"), "otherarch", "1.0", "i386", "")
+				return []string{p}
+			},
+			want: []string{"field Architecture", `"i386"`, "amd64, arm64"},
+		},
+		{
+			name: "two different files with one identity",
+			setup: func(t *testing.T, r *repo) []string {
+				// Same name, version and architecture as in/synth's pkg000000, other content.
+				p := writeOne(t, r.in("bad"), "pkg000000", "1.0-1", "amd64", "natpmpc")
+				return []string{p, r.in("synth/pkg000000_1.0-1_amd64.deb")}
+			},
+			is: gen.ErrConflict, want: []string{"pkg000000 1.0-1 (amd64)"},
+		},
+		{
+			name: "dangling symlink",
+			setup: func(t *testing.T, r *repo) []string {
+				p := r.in("bad/dangling.deb")
+				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink(filepath.Join(r.Base, "nowhere.deb"), p); err != nil {
+					t.Fatal(err)
+				}
+				return []string{p}
+			},
+			is: os.ErrNotExist,
+		},
+		{
+			// A pattern matching a directory named like a package is a mistake to report,
+			// not a file to skip silently.
+			name: "directory named x.deb",
+			setup: func(t *testing.T, r *repo) []string {
+				p := r.in("bad/x.deb")
+				if err := os.MkdirAll(p, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				return []string{p}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRepo(t, repoConfig{Real: true, Synth: 2})
+			r.mustBuild()
+			before := snapshot(t, r.Opts.TreeDir)
+			bad := tc.setup(t, r)
+			res, err := r.build()
+			if err == nil {
+				t.Fatalf("build succeeded (%d packages), want an error naming %v", res.Stats.Packages, bad)
+			}
+			if res != nil {
+				t.Error("a failed build returned a result")
+			}
+			msg := err.Error()
+			for _, s := range append(bad, tc.want...) {
+				if !strings.Contains(msg, s) {
+					t.Errorf("error does not name %q:\n%s", s, msg)
+				}
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error is not %v: %v", tc.is, err)
+			}
+			if tc.field != "" {
+				var fe *deb.FieldError
+				if !errors.As(err, &fe) || fe.Field != tc.field {
+					t.Errorf("error is not a FieldError for %s: %#v", tc.field, err)
+				} else if !strings.Contains(msg, "field "+tc.field) {
+					t.Errorf("error does not say \"field %s\": %s", tc.field, msg)
+				}
+			}
+			if d := diffSnapshots(before, snapshot(t, r.Opts.TreeDir)); len(d) != 0 {
+				t.Errorf("a failed build changed the tree: %v", d)
+			}
+			if err := os.RemoveAll(r.in("bad")); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := r.build(); err != nil || !res.UpToDate || res.Stats.Read != 0 {
+				t.Errorf("after removing the bad input: err %v, result %+v; want up to date, nothing read", err, res)
+			}
+		})
+	}
+}
+
+// TestDuplicateFilesAreOne: the same .deb under two paths is one package, not a conflict.
+func TestDuplicateFilesAreOne(t *testing.T) {
+	r := newRepo(t, repoConfig{Real: true, Synth: 2})
+	dup := copyFile(t, filepath.Join(debsDir, realDebs[1]), r.in("copies/"+realDebs[1]))
+	res := r.mustBuild()
+	if res.Stats.Packages != 6 || res.Stats.Inputs != 7 {
+		t.Errorf("stats %+v: want 6 packages from 7 inputs", res.Stats)
+	}
+	want := []string{"libnatpmp-dev", "libnatpmp1", "natpmp-utils", "natpmpc", "pkg000000", "pkg000001"}
+	if names := packageNames(t, packagesFile(t, r, "amd64")); !slices.Equal(names, want) {
+		t.Errorf("amd64 Packages lists %v, want each of %v once", names, want)
+	}
+	// Removing one copy changes nothing.
+	if err := os.Remove(dup); err != nil {
+		t.Fatal(err)
+	}
+	if res := r.mustBuild(); !res.UpToDate {
+		t.Errorf("removing a duplicate copy changed the release: %+v", res.Stats)
+	}
+}
+
+// TestKeyErrors covers what a build does without a usable key. The CLI reads the key
+// (sign.ReadSecretKey) before calling Build: a wrong or missing passphrase stops it there,
+// with errors it can tell apart; Build itself refuses to run without a key and writes
+// nothing.
+func TestKeyErrors(t *testing.T) {
+	protected, err := os.ReadFile(filepath.Join(keysDir, "protected.sec.asc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, pass string
+		want       error
+	}{
+		{"wrong passphrase", "not-the-passphrase", sign.ErrWrongPassphrase},
+		{"no passphrase", "", sign.ErrPassphraseRequired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := sign.ReadSecretKey(bytes.NewReader(protected), []byte(tc.pass)); !errors.Is(err, tc.want) {
+				t.Errorf("read protected key: %v, want %v", err, tc.want)
+			}
+		})
+	}
+	t.Run("no key", func(t *testing.T) {
+		r := newRepo(t, repoConfig{Real: true})
+		r.mustBuild()
+		before := snapshot(t, r.Opts.TreeDir)
+		writeOne(t, r.in("new"), "newpkg", "1.0", "amd64", "")
+		r.Opts.Key = nil
+		if _, err := r.build(); err == nil || !strings.Contains(err.Error(), "key") {
+			t.Errorf("build without a key: %v, want an error about the key", err)
+		}
+		if d := diffSnapshots(before, snapshot(t, r.Opts.TreeDir)); len(d) != 0 {
+			t.Errorf("a build without a key changed the tree: %v", d)
+		}
+	})
+}
