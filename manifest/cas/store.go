@@ -26,8 +26,10 @@ type Info struct {
 // Store is a content-addressed object store.
 //
 // Error contract: a missing object is reported by Stat and Open as an error wrapping
-// ErrNotFound, and by Has as (false, nil). Any other error means the store could not
-// answer (network, permissions, credentials); callers may retry those. No method leaves a
+// ErrNotFound, and by Has as (false, nil). A sum that is not 64 lowercase hex digits gives
+// an error wrapping ErrInvalidDigest from every method. A context that ends gives an error
+// wrapping ctx.Err(). Any other error means the store could not answer (network,
+// permissions, credentials); callers may retry those. No method leaves a
 // partial object visible under its final name: an object is either absent or complete.
 // All methods are safe for concurrent use.
 type Store interface {
@@ -41,7 +43,9 @@ type Store interface {
 	// ErrDigestMismatch. An object already present is never rewritten.
 	Put(ctx context.Context, sum string, size int64, r io.Reader) (created bool, err error)
 	// Open returns a reader of length bytes starting at offset; length < 0 reads to the
-	// end. A missing object gives an error wrapping ErrNotFound.
+	// end. The range is clipped to the object: past the end it reads fewer bytes, or none
+	// when offset >= size. A negative offset is an error. A missing object gives an error
+	// wrapping ErrNotFound. The caller must close the reader.
 	Open(ctx context.Context, sum string, offset, length int64) (io.ReadCloser, error)
 	// Delete removes the object; deleting a missing object is not an error. It exists for
 	// a garbage collector, which must make sure no retained release still lists the object.
