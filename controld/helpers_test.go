@@ -98,7 +98,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{t: t, store: cas.NewMemory(), st: st, clock: newClock(), secret: secret,
-		key: loadKey(t, "rsa"), other: loadKey(t, "eddsa")}
+		key: loadKey(t, "eddsa"), other: loadKey(t, "rsa")}
 	f.srv, err = controld.NewServer(controld.Config{Now: f.clock.Now}, f.store, st)
 	if err != nil {
 		t.Fatal(err)
