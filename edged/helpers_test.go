@@ -33,11 +33,12 @@ var errStoreUnreachable = errors.New("test store: connection refused")
 // unreachable, and records the ranges asked.
 type testStore struct {
 	cas.Store
-	down  atomic.Bool
-	delay atomic.Int64 // nanoseconds added to each Open
-	mu    sync.Mutex
-	opens map[string]int
-	asked []string // "sum offset length" of each Open
+	down    atomic.Bool
+	delay   atomic.Int64 // nanoseconds added to each Open
+	damaged sync.Map     // sum -> []byte served instead of the object
+	mu      sync.Mutex
+	opens   map[string]int
+	asked   []string // "sum offset length" of each Open
 }
 
 func newTestStore() *testStore {
@@ -54,6 +55,9 @@ func (s *testStore) Open(ctx context.Context, sum string, offset, length int64) 
 	}
 	if s.down.Load() {
 		return nil, fmt.Errorf("open %s: %w", sum, errStoreUnreachable)
+	}
+	if v, ok := s.damaged.Load(sum); ok {
+		return io.NopCloser(bytes.NewReader(v.([]byte))), nil
 	}
 	return s.Store.Open(ctx, sum, offset, length)
 }
