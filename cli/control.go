@@ -1,0 +1,259 @@
+package cli
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/armor-apt/armor/cli/config"
+	"github.com/armor-apt/armor/controld/api"
+	"github.com/armor-apt/armor/controld/client"
+)
+
+// ControlFlags select controld and the repository for the commands that talk to it.
+// By default both come from armor.toml; the token comes from $ARMOR_TOKEN.
+type ControlFlags struct {
+	Controld string `help:"controld URL (default: [controld] url in armor.toml)." env:"ARMOR_CONTROLD_URL"`
+	Repo     string `help:"Repository (default: [repository] name in armor.toml)."`
+	CACert   string `name:"ca-cert" help:"PEM CA certificate to trust for controld's TLS." type:"existingfile"`
+}
+
+// target resolves controld's URL, the token and the repository.
+func (f *ControlFlags) target(g *Globals) (*client.Client, string, error) {
+	var cfg *config.File
+	if f.Controld == "" || f.Repo == "" {
+		c, err := config.Load(g.Config)
+		if err != nil {
+			return nil, "", fmt.Errorf("%w (or pass --controld and --repo)", err)
+		}
+		cfg = c
+	}
+	url, repo := f.Controld, f.Repo
+	if url == "" {
+		url = cfg.Controld.URL
+	}
+	if repo == "" {
+		repo = cfg.Repository.Name
+	}
+	if url == "" {
+		return nil, "", errors.New("no controld URL: set [controld] url in armor.toml, --controld or $ARMOR_CONTROLD_URL")
+	}
+	token := os.Getenv(config.DefaultTokenEnv)
+	if cfg != nil {
+		t, err := cfg.Token()
+		if err != nil {
+			return nil, "", err
+		}
+		token = t
+	}
+	hc, err := httpClient(f.CACert)
+	if err != nil {
+		return nil, "", err
+	}
+	return client.New(url, token, hc), repo, nil
+}
+
+// controlClient builds a client from armor.toml alone (used by push).
+func controlClient(cfg *config.File, caCert string) (*client.Client, error) {
+	token, err := cfg.Token()
+	if err != nil {
+		return nil, err
+	}
+	if token == "" {
+		return nil, fmt.Errorf("no controld token: set $%s (or [controld] token_file)", cfg.Controld.TokenEnv)
+	}
+	hc, err := httpClient(caCert)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg.Controld.URL, token, hc), nil
+}
+
+func httpClient(caCert string) (*http.Client, error) {
+	hc := &http.Client{Timeout: 60 * time.Second}
+	if caCert == "" {
+		return hc, nil
+	}
+	pem, err := os.ReadFile(caCert)
+	if err != nil {
+		return nil, fmt.Errorf("read CA certificate: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", caCert)
+	}
+	hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	return hc, nil
+}
+
+// ReleasesCmd groups release listing.
+type ReleasesCmd struct {
+	List ReleasesListCmd `cmd:"" default:"withargs" help:"List recorded releases, newest first."`
+}
+
+// ReleasesListCmd lists releases.
+type ReleasesListCmd struct {
+	ControlFlags
+}
+
+// Run lists.
+func (c *ReleasesListCmd) Run(g *Globals) error {
+	cl, repo, err := c.target(g)
+	if err != nil {
+		return err
+	}
+	rels, err := cl.Releases(g.ctx, repo)
+	if err != nil {
+		return err
+	}
+	st, err := cl.Status(g.ctx, repo)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return printJSON(g.stdout, rels)
+	}
+	active := ""
+	if st.Active != nil {
+		active = st.Active.Release
+	}
+	tw := tabwriter.NewWriter(g.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\tRELEASE\tPARENT\tBUILT\tPUSHED\tBY\tPACKAGES")
+	for _, r := range rels {
+		mark := ""
+		if r.ID == active {
+			mark = "*"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", mark, short(r.ID), short(r.Parent), r.Date, r.PushedAt.UTC().Format(time.RFC3339), r.PushedBy, r.Packages)
+	}
+	return tw.Flush()
+}
+
+// ActivateCmd activates a release.
+type ActivateCmd struct {
+	ControlFlags
+	ID     string `arg:"" help:"Release id (or a unique prefix of it)."`
+	Expect string `help:"The release you expect to be active now (default: whatever is active when the command starts)."`
+}
+
+// Run activates.
+func (c *ActivateCmd) Run(g *Globals) error {
+	cl, repo, err := c.target(g)
+	if err != nil {
+		return err
+	}
+	id := c.ID
+	if len(id) < 64 {
+		rels, err := cl.Releases(g.ctx, repo)
+		if err != nil {
+			return err
+		}
+		var match []string
+		for _, r := range rels {
+			if strings.HasPrefix(r.ID, id) {
+				match = append(match, r.ID)
+			}
+		}
+		if len(match) != 1 {
+			return fmt.Errorf("release %q matches %d recorded releases of %s; give more of its id", id, len(match), repo)
+		}
+		id = match[0]
+	}
+	expect := c.Expect
+	if expect == "" {
+		st, err := cl.Status(g.ctx, repo)
+		if err != nil {
+			return err
+		}
+		if st.Active != nil {
+			expect = st.Active.Release
+		}
+	}
+	a, err := cl.Activate(g.ctx, repo, id, expect)
+	if err != nil {
+		return err
+	}
+	return printActivation(g, a)
+}
+
+// RollbackCmd rolls back.
+type RollbackCmd struct {
+	ControlFlags
+}
+
+// Run rolls back to the previously active release.
+func (c *RollbackCmd) Run(g *Globals) error {
+	cl, repo, err := c.target(g)
+	if err != nil {
+		return err
+	}
+	st, err := cl.Status(g.ctx, repo)
+	if err != nil {
+		return err
+	}
+	if st.Active == nil || st.Previous == "" {
+		return fmt.Errorf("repository %s has no previous release to roll back to", repo)
+	}
+	a, err := cl.Rollback(g.ctx, repo, st.Active.Release)
+	if err != nil {
+		return err
+	}
+	return printActivation(g, a)
+}
+
+func printActivation(g *Globals, a *api.Activation) error {
+	if g.JSON {
+		return printJSON(g.stdout, a)
+	}
+	verb := "activated"
+	if a.Rollback {
+		verb = "rolled back to"
+	}
+	from := short(a.From)
+	if from == "" {
+		from = "(none)"
+	}
+	fmt.Fprintf(g.stdout, "%s: %s %s (was %s), by %s at %s\n", a.Repository, verb, short(a.To), from, a.By, a.At.UTC().Format(time.RFC3339))
+	return nil
+}
+
+// StatusCmd shows the active release.
+type StatusCmd struct {
+	ControlFlags
+}
+
+// Run shows status.
+func (c *StatusCmd) Run(g *Globals) error {
+	cl, repo, err := c.target(g)
+	if err != nil {
+		return err
+	}
+	st, err := cl.Status(g.ctx, repo)
+	if err != nil {
+		return err
+	}
+	if g.JSON {
+		return printJSON(g.stdout, st)
+	}
+	w := g.stdout
+	fmt.Fprintf(w, "repository %s (%s)\n", st.Repository, strings.Join(st.Hostnames, ", "))
+	if st.Active == nil {
+		fmt.Fprintln(w, "  active: none (push a release, or activate a recorded one)")
+	} else {
+		fmt.Fprintf(w, "  active: %s since %s, by %s\n", st.Active.Release, st.Active.ActivatedAt.UTC().Format(time.RFC3339), st.Active.ActivatedBy)
+	}
+	if st.Previous != "" {
+		fmt.Fprintf(w, "  rollback would activate: %s\n", st.Previous)
+	}
+	for _, r := range st.Retained {
+		fmt.Fprintf(w, "  retained: %s until %s\n", short(r.ID), r.Until.UTC().Format(time.RFC3339))
+	}
+	fmt.Fprintf(w, "  releases recorded: %d\n", st.Releases)
+	return nil
+}
