@@ -4,9 +4,9 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
+	"github.com/klauspost/compress/gzip"
 	"io"
 	"path"
 	"strconv"
@@ -36,7 +36,7 @@ type scanner struct {
 
 var scanners = sync.Pool{New: func() any {
 	d := newDigester()
-	return &scanner{d: d, br: bufio.NewReaderSize(d, 64<<10)}
+	return &scanner{d: d, br: bufio.NewReaderSize(d, 256<<10)}
 }}
 
 func getScanner(r io.Reader) *scanner {

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/armor-apt/armor/testdata/synth"
 )
 
 func TestReadFileRealPackages(t *testing.T) {
@@ -284,5 +286,29 @@ func TestCanonicalFilename(t *testing.T) {
 				t.Errorf("CanonicalFilename() = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestReadLargeDigests covers packages big enough for MD5 to be computed on a
+// goroutine of its own.
+func TestReadLargeDigests(t *testing.T) {
+	payload := bytes.Repeat([]byte("0123456789abcdef"), 3<<16) // 3 MiB
+	var b bytes.Buffer
+	if err := synth.Encode(&b, synth.Deb{
+		Control:   []byte(goodControl),
+		Files:     []synth.File{{Path: "usr/share/big", Data: payload}},
+		StoreData: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	path := writeTemp(t, "big.deb", b.Bytes())
+	p, err := ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := b.Bytes()
+	m, s1, s256 := md5.Sum(data), sha1.Sum(data), sha256.Sum256(data)
+	if p.Size != int64(len(data)) || p.MD5 != hex.EncodeToString(m[:]) || p.SHA1 != hex.EncodeToString(s1[:]) || p.SHA256 != hex.EncodeToString(s256[:]) {
+		t.Errorf("size %d digests %s %s %s, want %d %x %x %x", p.Size, p.MD5, p.SHA1, p.SHA256, len(data), m, s1, s256)
 	}
 }

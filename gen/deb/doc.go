@@ -5,7 +5,9 @@
 //
 // The ar container and the control.tar member are read here as a stream rather than
 // with pault.ag/go/debian/deb, whose loader needs an io.ReaderAt (so a file would be
-// read once to hash it and again to parse it). The control paragraph is parsed here
-// too, so that multi-line values keep their continuation lines byte for byte;
+// read once to hash it and again to parse it) and whose xz reader allocates the
+// full 8 MiB dictionary per package. control.tar may be uncompressed or compressed
+// with gzip, xz or zstd, as dpkg-deb writes it. The control paragraph is parsed
+// here too, so that multi-line values keep their continuation lines byte for byte;
 // versions are checked with pault.ag/go/debian/version.
 package deb
