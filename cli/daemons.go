@@ -18,7 +18,7 @@ type ControldCmd struct {
 
 // ControldRunCmd runs controld.
 type ControldRunCmd struct {
-	ConfigFile string `name:"config" help:"controld.toml." type:"existingfile"`
+	ConfigFile string `name:"config-file" help:"controld.toml." type:"existingfile"`
 	Listen     string `help:"Listen address (overrides the file)."`
 	DataDir    string `help:"Data directory (overrides the file)."`
 	Store      string `help:"Object store, an rclone remote (overrides the file)."`
@@ -64,7 +64,7 @@ func (c *ControldTokenCmd) Run(g *Globals) error {
 
 // EdgedCmd runs the edge.
 type EdgedCmd struct {
-	ConfigFile  string `name:"config" help:"edged.toml." type:"existingfile"`
+	ConfigFile  string `name:"config-file" help:"edged.toml." type:"existingfile"`
 	Listen      string `help:"Public listen address (overrides the file)."`
 	AdminListen string `help:"Admin listen address for /healthz and /metrics (overrides the file)."`
 	Controld    string `help:"controld URL (overrides the file)."`

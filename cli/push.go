@@ -230,12 +230,16 @@ func record(ctx context.Context, cfg *config.File, m *manifest.Manifest, mobj st
 			expect = st.Active.Release
 		}
 	}
-	rr, err := c.RecordRelease(ctx, repo, mobj, activate && expect != m.ID, expect)
+	already := activate && expect == m.ID
+	if already || !activate {
+		expect = ""
+	}
+	rr, err := c.RecordRelease(ctx, repo, mobj, activate && !already, expect)
 	if err != nil {
 		return controldError(cfg.Controld.URL, repo, err)
 	}
 	res.Recorded = true
-	res.Activated = rr.Activation != nil || (activate && expect == m.ID)
+	res.Activated = rr.Activation != nil || already
 	return nil
 }
 

@@ -85,7 +85,8 @@ say "5. apt-get through the edge (a throwaway apt configuration in $dir/apt)"
 keyring="$repo/keys/demo-archive-keyring.gpg"
 apt="$dir/apt"
 rm -rf "$apt" && mkdir -p "$apt"/{etc/sources.list.d,etc/preferences.d,etc/trusted.gpg.d,etc/apt.conf.d,state/lists/partial,cache/archives/partial,log} "$dir/root"
-: > "$apt/state/status"
+# This machine's dpkg status tells apt what is installed already (libc6...). apt only reads it.
+status=/var/lib/dpkg/status
 cat > "$apt/etc/sources.list.d/demo.sources" <<SRC
 Types: deb
 URIs: http://$host/
@@ -96,7 +97,7 @@ SRC
 aptopts=(-o "Dir::Etc=$apt/etc" -o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt/etc/sources.list.d"
   -o "Dir::Etc::Parts=$apt/etc/apt.conf.d" -o "Dir::Etc::Preferences=/dev/null" -o "Dir::Etc::PreferencesParts=$apt/etc/preferences.d"
   -o "Dir::Etc::Trusted=/dev/null" -o "Dir::Etc::TrustedParts=$apt/etc/trusted.gpg.d"
-  -o "Dir::State=$apt/state" -o "Dir::State::status=$apt/state/status" -o "Dir::Cache=$apt/cache" -o "Dir::Log=$apt/log"
+  -o "Dir::State=$apt/state" -o "Dir::State::status=$status" -o "Dir::Cache=$apt/cache" -o "Dir::Log=$apt/log"
   -o "Debug::NoLocking=1" -o "APT::Sandbox::User=root" -o "APT::Architectures=amd64" -o "APT::Architecture=amd64"
   -o "Acquire::http::Proxy=http://$edge_addr" -o "Acquire::Languages=none")
 # Give the edge a moment to learn of the flip (it long-polls controld).
