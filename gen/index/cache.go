@@ -41,9 +41,9 @@ type CacheStats struct {
 // Entry kinds. The suffix names the format and its parameters; change it whenever the bytes
 // a format produces for the same plain input change, so that old entries are not reused.
 const (
-	kindGzip = "gz9.1"  // one gzip member, level 9, deterministic header
-	kindXZ   = "xzbt.1" // one xz block, LZMA2 binary-tree matcher, CRC64 check
-	tmpPre   = ".tmp-"  // prefix of entries being written
+	kindGzip = "gz9.1"   // one gzip member, level 9, deterministic header
+	kindXZ   = "xzht4.1" // one xz block, LZMA2 hash-table matcher, CRC64 check
+	tmpPre   = ".tmp-"   // prefix of entries being written
 )
 
 // Each entry is the payload, then a trailer: aux (uint64 LE, meaning per kind), CRC-32C of

