@@ -1,0 +1,69 @@
+package controld_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/armor-apt/armor/controld"
+)
+
+func TestExampleConfig(t *testing.T) {
+	cfg, err := controld.LoadConfig("../configs/controld.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:7380" || cfg.DataDir != "/var/lib/armor/controld" || cfg.Store != "/srv/armor/store" ||
+		cfg.Retention.Duration != 48*time.Hour || cfg.MaxBody != 1<<20 || cfg.StoreConcurrency != 32 ||
+		cfg.ShutdownTimeout.Duration != 10*time.Second || cfg.TLSCert != "" {
+		t.Errorf("example config = %+v", cfg)
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	tests := []struct {
+		name, toml string
+		want       string // error substring; "" for success
+		check      func(controld.Config) bool
+	}{
+		{"empty gives defaults", "", "", func(c controld.Config) bool {
+			return c.Listen == controld.DefaultListen && c.Retention.Duration == 48*time.Hour && c.MaxBody == controld.DefaultMaxBody
+		}},
+		{"retention", `retention = "72h"`, "", func(c controld.Config) bool { return c.Retention.Duration == 72*time.Hour }},
+		{"unknown key names file and line", "listen = \"x:1\"\nlisten_addr = \"y\"\n", "test.toml: unknown key", nil},
+		{"unknown key shows the line", "listen = \"x:1\"\nlisten_addr = \"y\"\n", "2| listen_addr", nil},
+		{"wrong type names the line", "listen = \"x:1\"\nmax_body = \"big\"\n", "test.toml:2:", nil},
+		{"bad duration", `retention = "two days"`, "want a Go duration", nil},
+		{"half of TLS", `tls_cert = "c.pem"`, "tls_cert and tls_key", nil},
+		{"negative retention", `retention = "-1h"`, "negative", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := controld.ParseConfig([]byte(tc.toml), "test.toml")
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !tc.check(cfg) {
+					t.Errorf("config = %+v", cfg)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	for _, s := range []string{"", `listen = "a:1"`, "retention = \"1h\"\nmax_body = 5", "[x]\ny=1", `store = 7`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := controld.ParseConfig(data, "fuzz.toml")
+		if err == nil && (cfg.Listen == "" || cfg.MaxBody <= 0 || cfg.Retention.Duration < 0) {
+			t.Errorf("accepted config without defaults: %+v", cfg)
+		}
+	})
+}
