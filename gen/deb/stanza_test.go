@@ -115,7 +115,7 @@ func TestStanzaMatchesAptFtparchive(t *testing.T) {
 	}
 }
 
-func parseParagraphs(t *testing.T, b []byte) []control.Paragraph {
+func parseParagraphs(t testing.TB, b []byte) []control.Paragraph {
 	t.Helper()
 	r, err := control.NewParagraphReader(bytes.NewReader(b), nil)
 	if err != nil {
