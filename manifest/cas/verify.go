@@ -30,11 +30,11 @@ func checkDigest(sum string) error {
 	return nil
 }
 
-// verifier passes on exactly size bytes of r while hashing them. When the last byte has
-// been read it makes sure r has nothing more and that the SHA-256 matches; only then does
-// it report io.EOF. Otherwise the read that would complete the object fails with an error
-// wrapping ErrDigestMismatch, so an upload consuming it aborts before the object is
-// complete. The failure is sticky and available from Err.
+// verifier passes on exactly size bytes of r while hashing them. Before it hands out the
+// last bytes it makes sure r has nothing more and that the SHA-256 matches; otherwise
+// that read returns no bytes and an error wrapping ErrDigestMismatch, so a consumer never
+// holds a complete mismatching object and an upload aborts before it is complete. The
+// failure is sticky.
 type verifier struct {
 	r    io.Reader
 	sum  string
@@ -68,7 +68,13 @@ func (v *verifier) Read(p []byte) (int, error) {
 	}
 	switch {
 	case v.n == v.size:
-		return n, v.finish()
+		// Withhold the last bytes until they are verified: a consumer that got every
+		// byte may complete the object (an HTTP server has its whole Content-Length)
+		// whatever error comes with them.
+		if err := v.finish(); err != io.EOF {
+			return 0, err
+		}
+		return n, nil
 	case err == io.EOF:
 		v.err = v.mismatch(fmt.Sprintf("only %d bytes", v.n))
 		return n, v.err
