@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -130,16 +131,27 @@ func TestBuildDecodes(t *testing.T) {
 			run(t, f.Gzip, "gzip", "-t")
 
 			dir := t.TempDir()
-			p := filepath.Join(dir, "Packages.xz")
-			if err := os.WriteFile(p, f.Xz, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			streams, blocks := xzList(t, p)
+			gzPath, xzPath := filepath.Join(dir, "Packages.gz"), filepath.Join(dir, "Packages.xz")
+			writeFile(t, gzPath, f.Gzip)
+			writeFile(t, xzPath, f.Xz)
+			// apt's own decompressors, as apt-get uses them on downloaded indexes.
+			sameBytes(t, "apt-helper cat-file .gz", run(t, nil, aptHelper, "cat-file", gzPath), want)
+			sameBytes(t, "apt-helper cat-file .xz", run(t, nil, aptHelper, "cat-file", xzPath), want)
+			streams, blocks := xzList(t, xzPath)
 			wantBlocks := len(tc.ck.cut(tc.stanzas, mustHashes(t, tc.stanzas)))
 			if streams != 1 || blocks != wantBlocks {
 				t.Errorf("xz --list: %d streams, %d blocks; want 1 stream, %d blocks", streams, blocks, wantBlocks)
 			}
 		})
+	}
+}
+
+const aptHelper = "/usr/lib/apt/apt-helper"
+
+func writeFile(t testing.TB, path string, b []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -217,4 +229,87 @@ func TestBuildDeterministic(t *testing.T) {
 		sameBytes(t, f.name+" gzip", f.got.Gzip, cold.Gzip)
 		sameBytes(t, f.name+" xz", f.got.Xz, cold.Xz)
 	}
+}
+
+// TestEmptyIndexMatchesTools checks that the empty index's compressed forms are exactly what
+// gzip -9n and xz write for empty input, as in archives made with those tools.
+func TestEmptyIndexMatchesTools(t *testing.T) {
+	f, err := Build(nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Plain) != 0 {
+		t.Errorf("plain: got %q, want empty", f.Plain)
+	}
+	sameBytes(t, "gzip", f.Gzip, run(t, nil, "gzip", "-9n"))
+	sameBytes(t, "xz", f.Xz, run(t, nil, "xz", "-c"))
+}
+
+// TestInsertRecompressesFewChunks checks that inserting or removing one stanza anywhere
+// recompresses O(1) chunks: the changed chunk and at most the one after it.
+func TestInsertRecompressesFewChunks(t *testing.T) {
+	base := synthStanzas(600, 11)
+	extra := synthStanzas(601, 12)[600]
+	tests := []struct {
+		name    string
+		stanzas [][]byte
+	}{
+		{"insert first", insertAt(base, 0, extra)},
+		{"insert middle", insertAt(base, 300, extra)},
+		{"insert last", insertAt(base, len(base), extra)},
+		{"remove middle", slices.Delete(slices.Clone(base), 277, 278)},
+		{"replace middle", slices.Replace(slices.Clone(base), 450, 451, extra)},
+	}
+	baseDir := t.TempDir()
+	mustBuild(t, base, openCache(t, baseDir), small)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.CopyFS(dir, os.DirFS(baseDir)); err != nil {
+				t.Fatal(err)
+			}
+			c := openCache(t, dir)
+			got := mustBuild(t, tc.stanzas, c, small)
+			s := c.Stats()
+			chunks := len(small.cut(tc.stanzas, mustHashes(t, tc.stanzas)))
+			// Each chunk is two entries (gzip and xz).
+			if s.Misses > 2*2 || s.Misses == 0 || s.Hits+s.Misses != int64(2*chunks) {
+				t.Errorf("stats %+v over %d chunks: want 2 to 4 misses, the rest hits", s, chunks)
+			}
+			want := mustBuild(t, tc.stanzas, nil, small)
+			sameBytes(t, "gzip", got.Gzip, want.Gzip)
+			sameBytes(t, "xz", got.Xz, want.Xz)
+		})
+	}
+}
+
+// FuzzBuild builds indexes of arbitrary stanzas (separated by NUL bytes in the input) and
+// checks that Build either rejects a stanza or writes forms that decode to the plain index.
+func FuzzBuild(f *testing.F) {
+	f.Add([]byte("Package: a\nVersion: 1\n\x00Package: b\nVersion: 2\n"))
+	f.Add([]byte("Package: a\n\nVersion: 1\n"))
+	f.Add([]byte("\x00"))
+	f.Add([]byte("x\n"))
+	f.Add(bytes.Repeat([]byte("Package: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n\x00"), 40))
+	tiny := chunking{min: 16, avg: 64, max: 256}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var stanzas [][]byte
+		if len(in) > 0 {
+			stanzas = bytes.Split(in, []byte{0})
+		}
+		got, err := build(stanzas, nil, tiny)
+		if err != nil {
+			if !errors.Is(err, errStanza) {
+				t.Fatalf("build: unexpected error %v", err)
+			}
+			return
+		}
+		var want []byte
+		for _, s := range stanzas {
+			want = append(append(want, s...), '\n')
+		}
+		sameBytes(t, "plain", got.Plain, want)
+		sameBytes(t, "gzip", gunzipGo(t, got.Gzip), want)
+		sameBytes(t, "xz", unxzGo(t, got.Xz), want)
+	})
 }

@@ -47,7 +47,8 @@ const (
 )
 
 // Each entry is the payload, then a trailer: aux (uint64 LE, meaning per kind), CRC-32C of
-// payload and aux (uint32 LE), and entryMagic.
+// the entry's name, payload and aux (uint32 LE), and entryMagic. The name is in the check so
+// that an intact entry stored under another chunk's name is rejected too.
 const trailerSize = 16
 
 var entryMagic = []byte("AIX1")
@@ -85,7 +86,7 @@ func (c *Cache) get(name string) (payload []byte, aux uint64, ok bool, err error
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("read index cache entry %s: %w", name, err)
 	}
-	payload, aux, ok = decodeEntry(b)
+	payload, aux, ok = decodeEntry(name, b)
 	if !ok {
 		c.corrupt.Add(1)
 		return nil, 0, false, nil
@@ -94,8 +95,8 @@ func (c *Cache) get(name string) (payload []byte, aux uint64, ok bool, err error
 	return payload, aux, true, nil
 }
 
-// decodeEntry checks an entry's trailer and splits it into payload and aux.
-func decodeEntry(b []byte) (payload []byte, aux uint64, ok bool) {
+// decodeEntry checks the trailer of the entry called name and splits it into payload and aux.
+func decodeEntry(name string, b []byte) (payload []byte, aux uint64, ok bool) {
 	if len(b) < trailerSize {
 		return nil, 0, false
 	}
@@ -103,19 +104,24 @@ func decodeEntry(b []byte) (payload []byte, aux uint64, ok bool) {
 	if !bytes.Equal(b[t+12:], entryMagic) {
 		return nil, 0, false
 	}
-	if crc32.Checksum(b[:t+8], castagnoli) != binary.LittleEndian.Uint32(b[t+8:]) {
+	if entryCRC(name, b[:t+8]) != binary.LittleEndian.Uint32(b[t+8:]) {
 		return nil, 0, false
 	}
 	return b[:t:t], binary.LittleEndian.Uint64(b[t:]), true
 }
 
-// encodeEntry returns payload followed by its trailer.
-func encodeEntry(payload []byte, aux uint64) []byte {
+// encodeEntry returns the entry called name: payload followed by its trailer.
+func encodeEntry(name string, payload []byte, aux uint64) []byte {
 	b := make([]byte, 0, len(payload)+trailerSize)
 	b = append(b, payload...)
 	b = binary.LittleEndian.AppendUint64(b, aux)
-	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	b = binary.LittleEndian.AppendUint32(b, entryCRC(name, b))
 	return append(b, entryMagic...)
+}
+
+// entryCRC is the check of an entry: CRC-32C of its name, then of payload and aux.
+func entryCRC(name string, payloadAux []byte) uint32 {
+	return crc32.Update(crc32.Checksum([]byte(name), castagnoli), castagnoli, payloadAux)
 }
 
 // put stores an entry atomically.
@@ -124,7 +130,7 @@ func (c *Cache) put(name string, payload []byte, aux uint64) error {
 	if err != nil {
 		return fmt.Errorf("write index cache entry %s: %w", name, err)
 	}
-	_, err = f.Write(encodeEntry(payload, aux))
+	_, err = f.Write(encodeEntry(name, payload, aux))
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

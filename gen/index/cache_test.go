@@ -1,0 +1,170 @@
+package index
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// entries returns the names of the cache entries in dir, sorted.
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func TestCacheRejectsDamagedEntries(t *testing.T) {
+	stanzas := synthStanzas(200, 21)
+	want := mustBuild(t, stanzas, nil, small)
+	tests := []struct {
+		name   string
+		damage func([]byte) []byte
+	}{
+		{"empty file", func([]byte) []byte { return nil }},
+		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }},
+		{"payload byte flipped", func(b []byte) []byte { b[0] ^= 1; return b }},
+		{"aux changed", func(b []byte) []byte { b[len(b)-trailerSize] ^= 1; return b }},
+		{"no magic", func(b []byte) []byte { copy(b[len(b)-4:], "XXXX"); return b }},
+		{"other entry's bytes", nil}, // intact trailer, wrong content: gz of one chunk under another's name
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			mustBuild(t, stanzas, openCache(t, dir), small)
+			names := entries(t, dir)
+			var gz []string
+			for _, n := range names {
+				if strings.HasSuffix(n, kindGzip) {
+					gz = append(gz, n)
+				}
+			}
+			victim := filepath.Join(dir, gz[0])
+			b, err := os.ReadFile(victim)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.damage != nil {
+				b = tc.damage(b)
+			} else if b, err = os.ReadFile(filepath.Join(dir, gz[1])); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, victim, b)
+
+			c := openCache(t, dir)
+			got := mustBuild(t, stanzas, c, small)
+			sameBytes(t, "gzip", got.Gzip, want.Gzip)
+			sameBytes(t, "xz", got.Xz, want.Xz)
+			if s := c.Stats(); s.Misses != 1 {
+				t.Errorf("stats %+v: want the damaged entry recompressed, nothing else", s)
+			}
+			c = openCache(t, dir)
+			mustBuild(t, stanzas, c, small)
+			if s := c.Stats(); s.Misses != 0 || s.Corrupt != 0 {
+				t.Errorf("after rewrite, stats %+v: want all hits", s)
+			}
+		})
+	}
+}
+
+func TestCachePrune(t *testing.T) {
+	dir := t.TempDir()
+	a := synthStanzas(300, 31)
+	b := slices.Clone(a[:150]) // shares its first chunks with a
+	mustBuild(t, a, openCache(t, dir), small)
+	all := entries(t, dir)
+
+	stale := filepath.Join(dir, tmpPre+"stale")
+	fresh := filepath.Join(dir, tmpPre+"fresh")
+	writeFile(t, stale, []byte("x"))
+	writeFile(t, fresh, []byte("x"))
+	old := time.Now().Add(-2 * staleTemp)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range all {
+		// Entries written before this cache was opened look old, as after a real delay.
+		if err := os.Chtimes(filepath.Join(dir, n), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	c := openCache(t, dir)
+	mustBuild(t, b, c, small)
+	if s := c.Stats(); s.Hits == 0 {
+		t.Fatalf("stats %+v: b should reuse a's chunks", s)
+	}
+	if err := c.Prune(); err != nil {
+		t.Fatal(err)
+	}
+	kept := entries(t, dir)
+	if slices.Contains(kept, filepath.Base(stale)) || !slices.Contains(kept, filepath.Base(fresh)) {
+		t.Errorf("temp files after prune: %q; want the stale one gone, the fresh one kept", kept)
+	}
+	if len(kept) >= len(all) {
+		t.Errorf("prune kept %d of %d entries", len(kept), len(all))
+	}
+
+	c = openCache(t, dir)
+	mustBuild(t, b, c, small)
+	if s := c.Stats(); s.Misses != 0 {
+		t.Errorf("rebuilding b after prune: stats %+v, want no misses", s)
+	}
+	c = openCache(t, dir)
+	mustBuild(t, a, c, small)
+	if s := c.Stats(); s.Misses == 0 {
+		t.Errorf("rebuilding a after prune: stats %+v, want misses for its pruned chunks", s)
+	}
+}
+
+// TestCacheConcurrentBuilds builds different indexes sharing one cache at the same time (run
+// with -race).
+func TestCacheConcurrentBuilds(t *testing.T) {
+	c := openCache(t, t.TempDir())
+	inputs := [][][]byte{synthStanzas(150, 41), synthStanzas(150, 41)[:100], synthStanzas(120, 42)}
+	var wg sync.WaitGroup
+	got := make([]*Files, len(inputs))
+	errs := make([]error, len(inputs))
+	for i, in := range inputs {
+		wg.Go(func() { got[i], errs[i] = build(in, c, small) })
+	}
+	wg.Wait()
+	for i, in := range inputs {
+		if errs[i] != nil {
+			t.Fatalf("build %d: %v", i, errs[i])
+		}
+		want := mustBuild(t, in, nil, small)
+		if !bytes.Equal(got[i].Xz, want.Xz) || !bytes.Equal(got[i].Gzip, want.Gzip) {
+			t.Errorf("build %d differs from a build without cache", i)
+		}
+	}
+}
+
+func FuzzDecodeEntry(f *testing.F) {
+	f.Add("a.gz9.1", encodeEntry("a.gz9.1", []byte("payload"), 7))
+	f.Add("b", encodeEntry("b", nil, 0))
+	f.Add("c", encodeEntry("b", nil, 0))
+	f.Add("", []byte("AIX1"))
+	f.Add("", []byte{})
+	f.Fuzz(func(t *testing.T, name string, b []byte) {
+		payload, aux, ok := decodeEntry(name, b)
+		if !ok {
+			return
+		}
+		// Whatever decodes must be exactly what encodeEntry writes for it.
+		if again := encodeEntry(name, payload, aux); !bytes.Equal(again, b) {
+			t.Errorf("decodeEntry accepted %x, which re-encodes as %x", b, again)
+		}
+	})
+}
