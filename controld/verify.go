@@ -85,6 +85,7 @@ func (s *Server) verifyRelease(ctx context.Context, repo state.Repository, m *ma
 	if err := s.checkObjects(ctx, repo, m); err != nil {
 		return state.Release{}, err
 	}
+	s.known.add(repo.Name, sum, m) // likely the next active release
 	rel := state.Release{
 		Repository: repo.Name, ID: m.ID, Manifest: sum, Parent: m.Parent, Date: m.Date,
 		Packages: len(m.Packages), Files: len(m.Files), Signer: signer,
@@ -242,12 +243,15 @@ func listSome(items []string) string {
 	return strings.Join(items, ", ")
 }
 
-// knownObjects caches the object set of the most recently used active manifest per
-// repository.
+// knownObjects caches the object sets of the last few manifests each repository
+// recorded or activated, so that checking a release against its active predecessor
+// rarely has to read and parse the predecessor's manifest again.
 type knownObjects struct {
 	mu     sync.Mutex
-	byRepo map[string]knownSet
+	byRepo map[string][]knownSet // most recent first, at most knownPerRepo
 }
+
+const knownPerRepo = 2
 
 type knownSet struct {
 	manifest string
@@ -261,9 +265,11 @@ func (k *knownObjects) get(ctx context.Context, s *Server, repo state.Repository
 		return nil
 	}
 	k.mu.Lock()
-	if ks, ok := k.byRepo[repo.Name]; ok && ks.manifest == repo.Active.Manifest {
-		k.mu.Unlock()
-		return ks.objects
+	for _, ks := range k.byRepo[repo.Name] {
+		if ks.manifest == repo.Active.Manifest {
+			k.mu.Unlock()
+			return ks.objects
+		}
 	}
 	k.mu.Unlock()
 	m, err := s.loadManifest(ctx, repo.Active.Manifest)
@@ -271,6 +277,11 @@ func (k *knownObjects) get(ctx context.Context, s *Server, repo state.Repository
 		s.log.Warn("read the active manifest: checking every object", "repository", repo.Name, "err", err)
 		return nil
 	}
+	return k.add(repo.Name, repo.Active.Manifest, m)
+}
+
+// add remembers the objects of a manifest known to be complete in the store.
+func (k *knownObjects) add(repo, sum string, m *manifest.Manifest) map[manifest.Object]bool {
 	set := make(map[manifest.Object]bool, len(m.Files)+len(m.Packages))
 	for _, o := range m.Objects() {
 		set[o] = true
@@ -278,9 +289,11 @@ func (k *knownObjects) get(ctx context.Context, s *Server, repo state.Repository
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.byRepo == nil {
-		k.byRepo = map[string]knownSet{}
+		k.byRepo = map[string][]knownSet{}
 	}
-	k.byRepo[repo.Name] = knownSet{manifest: repo.Active.Manifest, objects: set}
+	list := slices.DeleteFunc(k.byRepo[repo], func(ks knownSet) bool { return ks.manifest == sum })
+	list = slices.Insert(list, 0, knownSet{manifest: sum, objects: set})
+	k.byRepo[repo] = list[:min(len(list), knownPerRepo)]
 	return set
 }
 
