@@ -148,8 +148,9 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 		CloseOnShutdown:              true,
 		Logger:                       fasthttpLogger{e.logger},
 	}
+	tl := newTrackingListener(ln)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(tl) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
@@ -157,7 +158,10 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), e.cfg.ShutdownTimeout.D())
 	defer cancel()
+	stopped := make(chan struct{})
+	go tl.closeUnusedUntil(stopped, 50*time.Millisecond)
 	err := srv.ShutdownWithContext(sctx)
+	close(stopped)
 	<-errc
 	if err != nil {
 		return fmt.Errorf("shut down %s: %w", ln.Addr(), err)

@@ -353,3 +353,22 @@ func wantStatus(t *testing.T, what string, resp *http.Response, body []byte, sta
 		t.Fatalf("%s: status %d (body %.80q); want %d", what, resp.StatusCode, body, status)
 	}
 }
+
+// getStatus is a GET that reports failures as status 0.
+func getStatus(addr, host, path string) (int, []byte) {
+	req, err := http.NewRequest("GET", "http://"+addr+path, nil)
+	if err != nil {
+		return 0, nil
+	}
+	req.Host = host
+	resp, err := testClient.Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil
+	}
+	return resp.StatusCode, body
+}

@@ -68,5 +68,8 @@ func appendSimpleHost(dst, h []byte) ([]byte, bool) {
 		}
 		dst = append(dst, c)
 	}
+	if label == 0 {
+		return dst[:start], false
+	}
 	return dst, true
 }

@@ -44,7 +44,7 @@ func TestServeObjects(t *testing.T) {
 	byHash := "/dists/stable/main/binary-amd64/by-hash/SHA256/" + sha(pk)
 	tests := []struct {
 		name, host, path, ctype, cc string
-		body                       []byte
+		body                        []byte
 	}{
 		{"InRelease", hostA, "/dists/stable/InRelease", "text/plain; charset=utf-8", "public, max-age=60", f.a.object("dists/stable/InRelease")},
 		{"Release", hostA, "/dists/stable/Release", "text/plain; charset=utf-8", "public, max-age=60", f.a.object("dists/stable/Release")},

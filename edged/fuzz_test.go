@@ -1,0 +1,63 @@
+package edged
+
+import (
+	"testing"
+
+	"github.com/armor-apt/armor/manifest"
+	"github.com/armor-apt/armor/manifest/hostname"
+)
+
+// FuzzHost: the edge's Host normalisation agrees exactly with hostname.Normalize (the
+// normaliser controld applies to hostnames), fast path or not.
+func FuzzHost(f *testing.F) {
+	for _, s := range []string{
+		"apt.example.test", "APT.Example.TEST.:8080", "a-b.c", "a--b.c", "xn--bcher-kva.example",
+		"bücher.example", "[::1]:80", "127.0.0.1:8080", "a..b", ".a", "a.", "-a.b", "a-.b",
+		"a_b.c", "host:", ":80", "a b", "a\x00b", "x:1:2", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := appendHost(nil, []byte(s))
+		want, werr := hostname.Normalize(s)
+		if (err != nil) != (werr != nil) || (err == nil && string(got) != want) {
+			t.Fatalf("appendHost(%q) = %q, %v; hostname.Normalize gives %q, %v", s, got, err, want, werr)
+		}
+		if err == nil {
+			again, err := appendHost(nil, got)
+			if err != nil || string(again) != string(got) {
+				t.Fatalf("not idempotent: %q -> %q -> %q, %v", s, got, again, err)
+			}
+		}
+	})
+}
+
+// FuzzPath: a cleaned path is always a valid manifest path (never leaves the tree),
+// and cleaning is stable.
+func FuzzPath(f *testing.F) {
+	for _, s := range []string{
+		"/dists/stable/InRelease", "/../etc/passwd", "/%2e%2e/x", "/a%2fb", "//a", "/a/", "/a%zz",
+		"/pool/main/h/hello/hello_1.0%7erc1_amd64.deb", "/a/./b", "/%", "", "x", "/\\", "/a%00",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, status := CleanPath(s)
+		switch status {
+		case 0:
+			if !manifest.ValidPath(got) {
+				t.Fatalf("CleanPath(%q) = %q, not a valid tree path", s, got)
+			}
+			again, st := CleanPath("/" + got)
+			if st != 0 || again != got {
+				t.Fatalf("CleanPath(%q) = %q, but CleanPath(/%s) = %q, %d", s, got, got, again, st)
+			}
+		case 400, 404:
+			if got != "" {
+				t.Fatalf("CleanPath(%q) = %q with status %d", s, got, status)
+			}
+		default:
+			t.Fatalf("CleanPath(%q): status %d", s, status)
+		}
+	})
+}
