@@ -3,6 +3,7 @@ package controld_test
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 
@@ -10,9 +11,9 @@ import (
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/controld/state/bolt"
+	"github.com/armor-apt/armor/gen/sign"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/manifest/cas"
-	"net/http/httptest"
 )
 
 // benchServer is a controld over HTTP with a durable (fsync) bbolt state.
@@ -98,9 +99,9 @@ func BenchmarkRecord(b *testing.B) {
 }
 
 // bigTree is newTree with n extra pool files.
-func bigTree(b *testing.B, repo, parent string, key interface{ Fingerprint() string }, n int) *tree {
+func bigTree(b *testing.B, repo, parent string, key *sign.Key, n int) *tree {
 	b.Helper()
-	tr := newTree(b, repo, parent, "1", loadKey(b, "eddsa"))
+	tr := newTree(b, repo, parent, "1", key)
 	for i := range n {
 		data := fmt.Appendf(nil, "pool file %d\n", i)
 		p := fmt.Sprintf("pool/main/p/p%05d/p%05d_1_all.deb", i, i)
