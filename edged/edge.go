@@ -169,11 +169,20 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// handleParseError answers requests fasthttp could not parse (among them HTTP/1.1
-// without Host) with 400.
+// handleParseError answers requests fasthttp could not read: 431 for oversized
+// headers, 408 for a read timeout, 400 for the rest (among them HTTP/1.1 without Host).
 func (e *Edge) handleParseError(ctx *fasthttp.RequestCtx, err error) {
-	e.m.request(ctx.Method(), fail(ctx, errBadRequest))
-	e.logger.Debug("malformed request", "remote", ctx.RemoteAddr().String(), "err", err)
+	he := errBadRequest
+	var small *fasthttp.ErrSmallBuffer
+	var netErr net.Error
+	switch {
+	case errors.As(err, &small):
+		he = errHeaderTooLarge
+	case errors.As(err, &netErr) && netErr.Timeout():
+		he = errTimeout
+	}
+	e.m.request(ctx.Method(), fail(ctx, he))
+	e.logger.Debug("unreadable request", "remote", ctx.RemoteAddr().String(), "err", err)
 }
 
 type fasthttpLogger struct{ l *slog.Logger }

@@ -24,13 +24,15 @@ type httpError struct {
 }
 
 var (
-	errBadRequest  = &httpError{status: 400, body: []byte("bad request\n")}
-	errMissingHost = &httpError{status: 400, body: []byte("missing Host header\n")}
-	errNotFound    = &httpError{status: 404, body: []byte("not found\n")}
-	errMethod      = &httpError{status: 405, body: []byte("method not allowed\n")}
-	errNoRoutes    = &httpError{status: 503, body: []byte("no routes loaded yet\n"), retry: true}
-	errStoreDown   = &httpError{status: 503, body: []byte("object store unavailable\n"), retry: true}
-	errStoreBad    = &httpError{status: 502, body: []byte("object missing or damaged in the store\n")}
+	errBadRequest     = &httpError{status: 400, body: []byte("bad request\n")}
+	errMissingHost    = &httpError{status: 400, body: []byte("missing Host header\n")}
+	errTimeout        = &httpError{status: 408, body: []byte("request timeout\n")}
+	errHeaderTooLarge = &httpError{status: 431, body: []byte("request header too large\n")}
+	errNotFound       = &httpError{status: 404, body: []byte("not found\n")}
+	errMethod         = &httpError{status: 405, body: []byte("method not allowed\n")}
+	errNoRoutes       = &httpError{status: 503, body: []byte("no routes loaded yet\n"), retry: true}
+	errStoreDown      = &httpError{status: 503, body: []byte("object store unavailable\n"), retry: true}
+	errStoreBad       = &httpError{status: 502, body: []byte("object missing or damaged in the store\n")}
 )
 
 var (
@@ -212,8 +214,11 @@ func requestTarget(h *fasthttp.RequestHeader) (host, target []byte, herr *httpEr
 	default:
 		return nil, nil, errBadRequest
 	}
-	if i := bytes.IndexAny(target, "?#"); i >= 0 {
-		target = target[:i]
+	for i, c := range target {
+		if c == '?' || c == '#' {
+			target = target[:i]
+			break
+		}
 	}
 	if len(host) == 0 {
 		return nil, nil, errMissingHost

@@ -68,7 +68,7 @@ func (s *testStore) openCount(sum string) int {
 	return s.opens[sum]
 }
 
-func (s *testStore) put(t *testing.T, data []byte) string {
+func (s *testStore) put(t testing.TB, data []byte) string {
 	t.Helper()
 	sum := sha(data)
 	if _, err := s.Store.Put(context.Background(), sum, int64(len(data)), bytes.NewReader(data)); err != nil {
@@ -95,7 +95,7 @@ func (r *rel) object(p string) []byte { return r.files[p] }
 
 // makeRelease stores every object of a tree and its sealed manifest. Paths under pool/
 // become packages; the others generated files.
-func makeRelease(t *testing.T, s *testStore, repo, date string, files map[string][]byte) *rel {
+func makeRelease(t testing.TB, s *testStore, repo, date string, files map[string][]byte) *rel {
 	t.Helper()
 	m := &manifest.Manifest{Schema: manifest.SchemaVersion, Repository: repo, Date: date}
 	for p, data := range files {
@@ -149,7 +149,7 @@ type fakeControld struct {
 	polls   atomic.Int64
 }
 
-func newFakeControld(t *testing.T) *fakeControld {
+func newFakeControld(t testing.TB) *fakeControld {
 	t.Helper()
 	c := &fakeControld{token: "edge-secret", changed: make(chan struct{}), feed: Feed{Version: 1, GeneratedAt: time.Now().UTC()}}
 	c.srv = httptest.NewServer(http.HandlerFunc(c.serve))
@@ -226,7 +226,7 @@ type testEdge struct {
 	done        chan struct{}
 }
 
-func testConfig(t *testing.T, c *fakeControld) Config {
+func testConfig(t testing.TB, c *fakeControld) Config {
 	t.Helper()
 	return Config{
 		Controld:        c.url(),
@@ -238,7 +238,7 @@ func testConfig(t *testing.T, c *fakeControld) Config {
 	}
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -246,7 +246,7 @@ func testLogger(t *testing.T) *slog.Logger {
 }
 
 // startEdge creates an edge and runs Serve, ServeAdmin and Sync until the test ends.
-func startEdge(t *testing.T, cfg Config, store cas.Store) *testEdge {
+func startEdge(t testing.TB, cfg Config, store cas.Store) *testEdge {
 	t.Helper()
 	e, err := New(cfg, store, testLogger(t))
 	if err != nil {
@@ -289,7 +289,7 @@ func (te *testEdge) stop() {
 }
 
 // waitVersion waits until the edge serves routes version v.
-func (te *testEdge) waitVersion(t *testing.T, v int64) {
+func (te *testEdge) waitVersion(t testing.TB, v int64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for te.Version() < v {

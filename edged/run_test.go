@@ -52,7 +52,7 @@ func TestGracefulShutdown(t *testing.T) {
 }
 
 // freeAddr returns a loopback address that was free a moment ago.
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

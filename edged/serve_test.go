@@ -265,6 +265,7 @@ func TestAbsoluteFormAndHost(t *testing.T) {
 		{"HTTP/1.1 without Host", "GET /dists/stable/InRelease HTTP/1.1\r\nConnection: close\r\n\r\n", 400, nil},
 		{"HTTP/1.0 without Host", "GET /dists/stable/InRelease HTTP/1.0\r\n\r\n", 400, nil},
 		{"HTTP/1.0 with Host", "GET /dists/stable/InRelease HTTP/1.0\r\nHost: " + hostA + "\r\n\r\n", 200, inA},
+		{"oversized header", "GET /dists/stable/InRelease HTTP/1.1\r\nHost: " + hostA + "\r\nX-Big: " + strings.Repeat("x", 9000) + "\r\n\r\n", 431, nil},
 		{"asterisk form", "GET * HTTP/1.1\r\nHost: " + hostA + "\r\nConnection: close\r\n\r\n", 400, nil},
 	}
 	for _, tt := range tests {

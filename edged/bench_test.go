@@ -1,0 +1,307 @@
+package edged
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/armor-apt/armor/manifest/cas"
+)
+
+// Benchmarks. The in-process ones run anywhere:
+//
+//	go test ./edged -run '^$' -bench 'Handler' -benchmem
+//
+// BenchmarkVsNginx compares edged with nginx serving the same tree, each measured
+// with wrk -t1 -c32 -d5s --latency (about 40 s in all; it needs nginx and wrk, see
+// .ci/install-deps):
+//
+//	go test ./edged -run '^$' -bench VsNginx -benchtime 1x
+//
+// It reports req/s and p99 (µs) per object for both servers, and the cold-miss
+// throughput of edged reading from a local-directory rclone store.
+
+// benchTree is the benchmark repository: a ~2 KiB InRelease, a ~2.7 MB Packages.gz of
+// incompressible bytes, and a ~4 KiB .deb.
+func benchTree() map[string][]byte {
+	rng := rand.New(rand.NewPCG(1, 2))
+	random := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		return b
+	}
+	var in strings.Builder
+	in.WriteString("-----BEGIN PGP SIGNED MESSAGE-----\nHash: SHA512\n\nOrigin: bench\nSuite: stable\nSHA256:\n")
+	for in.Len() < 2048-80 {
+		fmt.Fprintf(&in, " %x %d main/binary-amd64/Packages\n", random(32), rng.IntN(1<<20))
+	}
+	return map[string][]byte{
+		"dists/stable/InRelease":                     []byte(in.String()),
+		"dists/stable/main/binary-amd64/Packages.gz": random(2_700_000),
+		"pool/main/h/hello/hello_1_amd64.deb":        random(4096),
+	}
+}
+
+var benchPaths = []struct{ name, path string }{
+	{"InRelease-2KiB", "dists/stable/InRelease"},
+	{"deb-4KiB", "pool/main/h/hello/hello_1_amd64.deb"},
+	{"Packages.gz-2.7MB", "dists/stable/main/binary-amd64/Packages.gz"},
+}
+
+// benchEdge is an edge serving tree from store, warm unless cold.
+func benchEdge(b *testing.B, store *testStore, tree map[string][]byte, warm bool) (*testEdge, *rel) {
+	b.Helper()
+	ctl := newFakeControld(b)
+	r := makeRelease(b, store, "bench", "2026-11-20T10:00:00Z", tree)
+	v := ctl.set(feedSite("bench", []string{hostA}, r))
+	cfg := testConfig(b, ctl)
+	cfg.CacheSize = 512 * MiB
+	cfg.StreamThreshold = 8 * MiB
+	e := startEdge(b, cfg, store)
+	e.waitVersion(b, v)
+	if warm {
+		for p := range tree {
+			if code, _ := getStatus(e.addr, hostA, "/"+p); code != 200 {
+				b.Fatalf("warming %s: status %d", p, code)
+			}
+		}
+	}
+	return e, r
+}
+
+// BenchmarkHandler measures the hot path in process: a cached object, no network.
+func BenchmarkHandler(b *testing.B) {
+	store := newTestStore()
+	e, _ := benchEdge(b, store, benchTree(), true)
+	for _, bp := range benchPaths {
+		b.Run(bp.name, func(b *testing.B) {
+			var req fasthttp.Request
+			req.Header.SetMethod("GET")
+			req.SetRequestURI("/" + bp.path)
+			req.Header.SetHost(hostA)
+			var ctx fasthttp.RequestCtx
+			ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				ctx.Response.Reset()
+				e.handle(&ctx)
+				if ctx.Response.StatusCode() != 200 {
+					b.Fatalf("status %d", ctx.Response.StatusCode())
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkVsNginx: see the comment at the top of this file.
+func BenchmarkVsNginx(b *testing.B) {
+	for _, tool := range []string{"/usr/sbin/nginx", "wrk"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			b.Fatalf("%s not found: run .ci/install-deps", tool)
+		}
+	}
+	tree := benchTree()
+	root := b.TempDir()
+	for p, data := range tree {
+		full := filepath.Join(root, "www", p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(full, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	nginxAddr := startNginx(b, root)
+	rc, err := cas.OpenRclone(context.Background(), filepath.Join(root, "store"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	store := &testStore{Store: rc, opens: map[string]int{}}
+	edge, _ := benchEdge(b, store, tree, true)
+
+	for _, bp := range benchPaths {
+		ng := runWrk(b, nginxAddr, hostA, "/"+bp.path)
+		ed := runWrk(b, edge.addr, hostA, "/"+bp.path)
+		b.ReportMetric(ng.rps, bp.name+"-nginx-req/s")
+		b.ReportMetric(ed.rps, bp.name+"-edged-req/s")
+		b.ReportMetric(ng.p99.Seconds()*1e6, bp.name+"-nginx-p99-µs")
+		b.ReportMetric(ed.p99.Seconds()*1e6, bp.name+"-edged-p99-µs")
+		b.Logf("%-18s nginx %9.0f req/s p99 %8s | edged %9.0f req/s p99 %8s | edged/nginx %.2f×",
+			bp.name, ng.rps, ng.p99, ed.rps, ed.p99, ed.rps/ng.rps)
+	}
+	rps, mbps := coldMisses(b, rc)
+	b.ReportMetric(rps, "cold-miss-req/s")
+	b.ReportMetric(mbps, "cold-miss-MB/s")
+	b.Logf("cold misses from a local-directory store: %.0f req/s, %.1f MB/s (4 KiB objects, 32 clients)", rps, mbps)
+}
+
+// startNginx runs nginx (2 workers, sendfile) over root/www on a free loopback port.
+func startNginx(b *testing.B, root string) string {
+	b.Helper()
+	addr := freeAddr(b)
+	user := ""
+	if os.Geteuid() == 0 {
+		user = "user root;"
+	}
+	conf := fmt.Sprintf(`%s
+worker_processes 2;
+daemon off;
+pid %[2]s/nginx.pid;
+error_log %[2]s/error.log;
+events { worker_connections 4096; }
+http {
+	access_log off;
+	sendfile on;
+	tcp_nopush on;
+	keepalive_requests 10000000;
+	client_body_temp_path %[2]s/tmp-body;
+	proxy_temp_path %[2]s/tmp-proxy;
+	fastcgi_temp_path %[2]s/tmp-fastcgi;
+	uwsgi_temp_path %[2]s/tmp-uwsgi;
+	scgi_temp_path %[2]s/tmp-scgi;
+	types { application/gzip gz; application/vnd.debian.binary-package deb; }
+	default_type text/plain;
+	server {
+		listen %[3]s;
+		root %[2]s/www;
+	}
+}
+`, user, root, addr)
+	confPath := filepath.Join(root, "nginx.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command("/usr/sbin/nginx", "-e", filepath.Join(root, "error.log"), "-p", root, "-c", confPath)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatalf("start nginx: %v", err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		_ = cmd.Wait()
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if code, _ := getStatus(addr, hostA, "/"+benchPaths[0].path); code == 200 {
+			return addr
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(root, "error.log"))
+			b.Fatalf("nginx did not serve on %s within 10s:\n%s", addr, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type wrkResult struct {
+	rps float64
+	p99 time.Duration
+}
+
+var (
+	wrkRPS = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	wrkP99 = regexp.MustCompile(`\s99%\s+([0-9.]+)(us|ms|s)`)
+)
+
+// runWrk runs wrk -t1 -c32 -d5s --latency against one URL.
+func runWrk(b *testing.B, addr, host, path string) wrkResult {
+	b.Helper()
+	out, err := exec.Command("wrk", "-t1", "-c32", "-d5s", "--latency", "-H", "Host: "+host, "http://"+addr+path).CombinedOutput()
+	if err != nil {
+		b.Fatalf("wrk: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "Non-2xx") || strings.Contains(string(out), "Socket errors") {
+		b.Fatalf("wrk saw errors against %s%s:\n%s", addr, path, out)
+	}
+	rps := wrkRPS.FindSubmatch(out)
+	p99 := wrkP99.FindSubmatch(out)
+	if rps == nil || p99 == nil {
+		b.Fatalf("cannot read wrk output:\n%s", out)
+	}
+	var r wrkResult
+	r.rps, _ = strconv.ParseFloat(string(rps[1]), 64)
+	v, _ := strconv.ParseFloat(string(p99[1]), 64)
+	unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second}[string(p99[2])]
+	r.p99 = time.Duration(v * float64(unit))
+	return r
+}
+
+// coldMisses measures edged answering only misses: 4000 distinct 4 KiB pool files in a
+// local-directory rclone store, fetched once each by 32 concurrent clients from an edge
+// with an empty cache.
+func coldMisses(b *testing.B, rc cas.Store) (reqPerSec, mbPerSec float64) {
+	b.Helper()
+	const n, size = 4000, 4096
+	rng := rand.New(rand.NewPCG(3, 4))
+	tree := map[string][]byte{"dists/stable/InRelease": []byte("cold\n")}
+	var paths []string
+	for i := range n {
+		data := make([]byte, size)
+		for j := range data {
+			data[j] = byte(rng.Uint32())
+		}
+		p := fmt.Sprintf("pool/main/c/cold/cold_%d_amd64.deb", i)
+		tree[p] = data
+		paths = append(paths, "/"+p)
+	}
+	edge, _ := benchEdge(b, &testStore{Store: rc, opens: map[string]int{}}, tree, false)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32, DisableCompression: true}}
+	var next atomic.Int64
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= n {
+					return
+				}
+				req, _ := http.NewRequest("GET", "http://"+edge.addr+paths[i], nil)
+				req.Host = hostA
+				resp, err := client.Do(req)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				buf := make([]byte, size+1)
+				m, _ := resp.Body.Read(buf)
+				for m < size+1 {
+					k, err := resp.Body.Read(buf[m:])
+					m += k
+					if err != nil {
+						break
+					}
+				}
+				resp.Body.Close()
+				if resp.StatusCode != 200 || m != size {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	d := time.Since(start)
+	if failed.Load() > 0 {
+		b.Fatalf("%d cold requests failed", failed.Load())
+	}
+	return float64(n) / d.Seconds(), float64(n*size) / d.Seconds() / 1e6
+}
