@@ -2,12 +2,10 @@ package cli
 
 import (
 	"context"
-	"crypto"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/armor-apt/armor/cli/config"
@@ -132,10 +130,7 @@ func genOptions(cfg *config.File) (gen.Options, error) {
 		BaseDir:     cfg.Dir(),
 		TreeDir:     cfg.Resolve(cfg.Output.Tree),
 		CacheDir:    cfg.Resolve(cfg.Output.Cache),
-		Hash:        crypto.SHA512,
-	}
-	if strings.EqualFold(cfg.Signing.Digest, "SHA256") {
-		o.Hash = crypto.SHA256
+		Hash:        signHash(cfg),
 	}
 	for _, s := range cfg.Suites {
 		gs := gen.Suite{

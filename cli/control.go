@@ -182,31 +182,6 @@ func (c *ActivateCmd) Run(g *Globals) error {
 	return printActivation(g, a)
 }
 
-// RollbackCmd rolls back.
-type RollbackCmd struct {
-	ControlFlags
-}
-
-// Run rolls back to the previously active release.
-func (c *RollbackCmd) Run(g *Globals) error {
-	cl, repo, err := c.target(g)
-	if err != nil {
-		return err
-	}
-	st, err := cl.Status(g.ctx, repo)
-	if err != nil {
-		return err
-	}
-	if st.Active == nil || st.Previous == "" {
-		return fmt.Errorf("repository %s has no previous release to roll back to", repo)
-	}
-	a, err := cl.Rollback(g.ctx, repo, st.Active.Release)
-	if err != nil {
-		return err
-	}
-	return printActivation(g, a)
-}
-
 func printActivation(g *Globals, a *api.Activation) error {
 	if g.JSON {
 		return printJSON(g.stdout, a)

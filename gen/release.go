@@ -133,3 +133,50 @@ func releaseBody(release []byte) []byte {
 	}
 	return b.Bytes()
 }
+
+// Redate returns release with its Date set to date and its Valid-Until, if any, moved by
+// the same amount, so that a re-signed copy of an older release is newer than anything
+// apt has seen: apt ignores an InRelease older than the one it holds.
+func Redate(release []byte, date time.Time) ([]byte, error) {
+	var old time.Time
+	var out bytes.Buffer
+	lines := bytes.SplitAfter(release, []byte("\n"))
+	for _, line := range lines {
+		if v, ok := bytes.CutPrefix(line, []byte("Date: ")); ok {
+			t, err := time.Parse("Mon, 02 Jan 2006 15:04:05 MST", strings.TrimSpace(string(v)))
+			if err != nil {
+				return nil, fmt.Errorf("release Date %q: %w", strings.TrimSpace(string(v)), err)
+			}
+			old = t
+		}
+	}
+	if old.IsZero() {
+		return nil, fmt.Errorf("release has no Date field")
+	}
+	delta := date.Sub(old)
+	for _, line := range lines {
+		switch {
+		case bytes.HasPrefix(line, []byte("Date: ")):
+			fmt.Fprintf(&out, "Date: %s\n", releaseDate(date))
+		case bytes.HasPrefix(line, []byte("Valid-Until: ")):
+			t, err := time.Parse("Mon, 02 Jan 2006 15:04:05 MST", strings.TrimSpace(string(line[len("Valid-Until: "):])))
+			if err != nil {
+				return nil, fmt.Errorf("release Valid-Until: %w", err)
+			}
+			fmt.Fprintf(&out, "Valid-Until: %s\n", releaseDate(t.Add(delta)))
+		default:
+			out.Write(line)
+		}
+	}
+	return out.Bytes(), nil
+}
+
+// ReleaseDate returns the Date field of a Release file.
+func ReleaseDate(release []byte) (time.Time, error) {
+	v := releaseField(release, "Date")
+	t, err := time.Parse("Mon, 02 Jan 2006 15:04:05 MST", v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("release Date %q: %w", v, err)
+	}
+	return t, nil
+}
