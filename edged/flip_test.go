@@ -253,3 +253,45 @@ func TestLargeStreamed(t *testing.T) {
 		t.Error("503 without Retry-After")
 	}
 }
+
+// TestRetainedManifestMissing: a retained release whose manifest is gone from the store
+// does not block the routes; the active release is served.
+func TestRetainedManifestMissing(t *testing.T) {
+	f := newFixture(t)
+	gone := makeRelease(t, newTestStore(), "demo", "2026-11-19T10:00:00Z", aptTree("demo", 0))
+	r2 := makeRelease(t, f.store, "demo", "2026-11-21T10:00:00Z", aptTree("demo", 2))
+	v := f.ctl.set(feedSite("demo", []string{hostA}, r2, f.a, gone), feedSite("other", []string{hostB}, f.b))
+	f.edge.waitVersion(t, v)
+	resp, body := get(t, f.edge.addr, "GET", hostA, "/pool/main/h/hello/hello_1_amd64.deb")
+	wantStatus(t, "retained release that loaded", resp, body, 200)
+	resp, body = get(t, f.edge.addr, "GET", hostA, "/pool/main/h/hello/hello_0_amd64.deb")
+	wantStatus(t, "retained release whose manifest is gone", resp, body, 404)
+}
+
+// TestFeedRejected: a feed naming a manifest of another repository, or claiming a
+// hostname twice, is not applied.
+func TestFeedRejected(t *testing.T) {
+	f := newFixture(t)
+	v := f.edge.Version()
+	r2 := makeRelease(t, f.store, "demo", "2026-11-21T10:00:00Z", aptTree("demo", 2))
+	tests := []struct {
+		name  string
+		sites []FeedSite
+	}{
+		{"manifest of another repository", []FeedSite{feedSite("other", []string{hostB}, r2)}},
+		{"hostname claimed twice", []FeedSite{feedSite("demo", []string{hostA}, r2), feedSite("other", []string{"APT.example.test"}, f.b)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f.ctl.set(tt.sites...)
+			time.Sleep(200 * time.Millisecond)
+			if got := f.edge.Version(); got != v {
+				t.Fatalf("edge applied version %d; want %d kept", got, v)
+			}
+			resp, body := get(t, f.edge.addr, "GET", hostB, "/dists/stable/InRelease")
+			if resp.StatusCode != 200 || !bytes.Equal(body, f.b.object("dists/stable/InRelease")) {
+				t.Fatalf("other's InRelease: %d %q", resp.StatusCode, body)
+			}
+		})
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/armor-apt/armor/manifest/cas"
 )
 
 // maxFeedBytes bounds a routes feed body.
@@ -75,7 +77,7 @@ func (e *Edge) syncOnce(ctx context.Context) error {
 		return err
 	}
 	if f.Version == e.Version() && e.table.Load() != nil {
-		return nil
+		return errNotModified
 	}
 	return e.apply(ctx, f, raw, true)
 }
@@ -141,10 +143,17 @@ func (e *Edge) apply(ctx context.Context, f *Feed, raw []byte, warm bool) error 
 			return err
 		}
 		for _, r := range s.Retained {
-			if r.Until.After(now) {
-				if err := e.need(ctx, s.Repository, r.ID, r.Manifest, needed); err != nil {
-					return err
-				}
+			if !r.Until.After(now) {
+				continue
+			}
+			err := e.need(ctx, s.Repository, r.ID, r.Manifest, needed)
+			switch {
+			case errors.Is(err, cas.ErrNotFound):
+				// Its objects may be collected too; serve what is left without it.
+				e.logger.Warn("retained release's manifest is not in the store; its by-hash and pool paths are not served",
+					"repository", s.Repository, "release", r.ID, "err", err)
+			case err != nil:
+				return err
 			}
 		}
 	}
