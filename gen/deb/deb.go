@@ -67,7 +67,8 @@ func (p *Package) Value(name string) (string, bool) {
 
 // ReadFile reads a .deb once, computing its digests while it extracts the control
 // paragraph. Errors name the path and, for field problems, the field (see
-// FieldError); structural problems wrap ErrNotDeb.
+// FieldError); structural problems wrap ErrNotDeb. ReadFile and Read are safe
+// for concurrent use.
 func ReadFile(path string) (*Package, error) {
 	f, err := os.Open(path)
 	if err != nil {
