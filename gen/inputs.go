@@ -75,7 +75,7 @@ func expandInputs(base string, patterns []string) ([]string, error) {
 		if !filepath.IsAbs(full) {
 			full = filepath.Join(base, pat)
 		}
-		matches, err := doublestar.FilepathGlob(full, doublestar.WithFilesOnly())
+		matches, err := doublestar.FilepathGlob(full)
 		if err != nil {
 			return nil, fmt.Errorf("input pattern %q: %w", pat, err)
 		}
@@ -98,6 +98,9 @@ func readInputs(ctx context.Context, paths []string, cache *statCache, verify bo
 		st, err := os.Stat(p)
 		if err != nil {
 			return nil, 0, fmt.Errorf("read input: %w", err)
+		}
+		if !st.Mode().IsRegular() {
+			return nil, 0, fmt.Errorf("read input %s: not a regular file (a pattern in armor.toml matched it; make the pattern match only .deb files)", p)
 		}
 		in := &input{Path: p, Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}
 		if c, ok := cache.Entries[p]; ok && !verify && c.Size == in.Size && c.MtimeNs == in.MtimeNs && c.SHA256 != "" {
