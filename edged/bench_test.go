@@ -32,6 +32,9 @@ import (
 //
 //	go test ./edged -run '^$' -bench VsNginx -benchtime 1x
 //
+// On a shared machine, ARMOR_BENCH_ROUNDS=3 alternates the servers three times per
+// object and keeps each one's best run.
+//
 // It reports req/s and p99 (µs) per object for both servers, and the cold-miss
 // throughput of edged reading from a local-directory rclone store.
 
@@ -135,9 +138,16 @@ func BenchmarkVsNginx(b *testing.B) {
 	store := &testStore{Store: rc, opens: map[string]int{}}
 	edge, _ := benchEdge(b, store, tree, true)
 
+	rounds := 1
+	if n, err := strconv.Atoi(os.Getenv("ARMOR_BENCH_ROUNDS")); err == nil && n > 1 {
+		rounds = n
+	}
 	for _, bp := range benchPaths {
-		ng := runWrk(b, nginxAddr, hostA, "/"+bp.path)
-		ed := runWrk(b, edge.addr, hostA, "/"+bp.path)
+		var ng, ed wrkResult
+		for range rounds {
+			ng = ng.best(runWrk(b, nginxAddr, hostA, "/"+bp.path))
+			ed = ed.best(runWrk(b, edge.addr, hostA, "/"+bp.path))
+		}
 		b.ReportMetric(ng.rps, bp.name+"-nginx-req/s")
 		b.ReportMetric(ed.rps, bp.name+"-edged-req/s")
 		b.ReportMetric(ng.p99.Seconds()*1e6, bp.name+"-nginx-p99-µs")
@@ -212,6 +222,15 @@ http {
 type wrkResult struct {
 	rps float64
 	p99 time.Duration
+}
+
+// best keeps the highest req/s and the lowest p99 of two runs: on a shared machine the
+// best run is the one least disturbed by other load.
+func (r wrkResult) best(o wrkResult) wrkResult {
+	if r.rps == 0 {
+		return o
+	}
+	return wrkResult{max(r.rps, o.rps), min(r.p99, o.p99)}
 }
 
 var (
