@@ -382,3 +382,29 @@ func redactRemote(p fspath.Parsed) string {
 	b.WriteString(p.Path)
 	return b.String()
 }
+
+// CleanTemp removes the temporary uploads under tmp/ that are older than age: an
+// interrupted Put on a remote without atomic uploads leaves one behind. It returns how
+// many it removed. Only run it with an age longer than any upload takes.
+func (s *Rclone) CleanTemp(ctx context.Context, age time.Duration) (int, error) {
+	entries, err := s.f.List(s.callCtx(ctx), "tmp")
+	if errors.Is(err, fs.ErrorDirNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, s.explain(ctx, "list temporary uploads", err)
+	}
+	n := 0
+	cutoff := time.Now().Add(-age)
+	for _, e := range entries {
+		o, ok := e.(fs.Object)
+		if !ok || !o.ModTime(ctx).Before(cutoff) {
+			continue
+		}
+		if err := o.Remove(s.callCtx(ctx)); err != nil && !isNotFound(err) {
+			return n, s.explain(ctx, "remove temporary upload "+o.Remote(), err)
+		}
+		n++
+	}
+	return n, nil
+}

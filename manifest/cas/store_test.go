@@ -142,3 +142,36 @@ func TestOpenRcloneErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestRcloneCleanTemp(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openLocal(t, dir)
+	ctx := context.Background()
+	if n, err := s.CleanTemp(ctx, time.Hour); n != 0 || err != nil {
+		t.Fatalf("CleanTemp without tmp/ = %d, %v", n, err)
+	}
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old, fresh := filepath.Join(tmp, "old.1234"), filepath.Join(tmp, "fresh.5678")
+	for _, p := range []string{old, fresh} {
+		if err := os.WriteFile(p, []byte("partial"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	past := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(old, past, past); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.CleanTemp(ctx, time.Hour); n != 1 || err != nil {
+		t.Fatalf("CleanTemp = %d, %v; want 1 removed", n, err)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("old temporary upload still there: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("fresh temporary upload removed: %v", err)
+	}
+}

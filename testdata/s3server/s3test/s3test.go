@@ -1,9 +1,13 @@
 // Package s3test starts a real S3 server (testdata/s3server: rclone's serve s3) on
 // loopback for tests.
 //
-// The server binary is built once into the user's cache directory, keyed by go.sum and the
-// server's source, or taken from $ARMOR_S3SERVER when set (CI prebuilds it with
-// `go build -o bin/s3server ./testdata/s3server`).
+// The server binary is built once into the user's cache directory, keyed by go.mod,
+// go.sum, the server's source and the Go version, or taken from $ARMOR_S3SERVER when set
+// (a path relative to the module root, or absolute). CI prebuilds it once with
+//
+//	go build -o bin/s3server ./testdata/s3server
+//
+// and runs the tests with ARMOR_S3SERVER=bin/s3server.
 package s3test
 
 import (
@@ -165,12 +169,6 @@ func binary() (string, error) {
 }
 
 func findOrBuild() (string, error) {
-	if p := os.Getenv("ARMOR_S3SERVER"); p != "" {
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("ARMOR_S3SERVER=%s: %w (build it with `go build -o %s ./testdata/s3server`)", p, err, p)
-		}
-		return p, nil
-	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
@@ -180,6 +178,16 @@ func findOrBuild() (string, error) {
 		return "", fmt.Errorf("find the module: go env GOMOD: %w", err)
 	}
 	root := filepath.Dir(strings.TrimSpace(string(out)))
+	if p := os.Getenv("ARMOR_S3SERVER"); p != "" {
+		// Tests run in their package's directory: a relative path is the module's.
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(root, p)
+		}
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("ARMOR_S3SERVER: %w (build it with `go build -o %s ./testdata/s3server`)", err, p)
+		}
+		return p, nil
+	}
 	key, err := sourceKey(root)
 	if err != nil {
 		return "", err
