@@ -4,6 +4,11 @@
 // routed release's manifest from the object store, and serves every hostname its
 // repository's tree over fasthttp from a ristretto cache of objects keyed by SHA-256.
 //
+// Use: New(cfg, store, logger) creates an Edge (loading routes kept on disk); Sync
+// keeps its routes in step with controld; Serve and ServeAdmin serve the public and
+// admin listeners; Run does all of that from a Config (opening the store with
+// cas.OpenRclone). Close releases the cache once they have returned.
+//
 // Guarantees:
 //   - A site's whole path map is swapped at once (an atomic pointer to an immutable
 //     routing table), after the new release's index files are pre-warmed, so a client
@@ -16,6 +21,12 @@
 //     served and misses get 503 with Retry-After.
 //
 // HTTP details an operator may care about:
+//   - The site is chosen by the Host header (or the host of an absolute-form request
+//     target), normalised exactly as hostname.Normalize does: unknown host 404, missing
+//     Host 400. The path is percent-decoded and must name a file of the site's release:
+//     ".", ".." and encoded '/' are 400; directories and unknown paths 404.
+//   - GET and HEAD only (405 otherwise). One byte range gives 206 (416 when
+//     unsatisfiable, If-Range honoured); several ranges give the whole object (200).
 //   - ETag is the object's SHA-256 in quotes. Last-Modified is the activation time of
 //     the active release serving the path; a path served only through a retained release
 //     carries that release's build date (the manifest's date, which precedes its
@@ -25,7 +36,10 @@
 //     max-age=60", so a downstream cache lags a flip by at most a minute, while a client
 //     holding a stale InRelease still gets matching by-hash indexes.
 //   - Objects larger than Config.StreamThreshold are streamed from the store (ranges
-//     passed through) and never held whole in memory; smaller ones are cached.
+//     passed through) and never held whole in memory; smaller ones are cached, after
+//     their size and digest are checked. Concurrent misses of one object make one
+//     store fetch. A store object missing or damaged is 502; an unreachable store 503
+//     with Retry-After: 5.
 //
 // The edge never imports controld: it consumes the routes feed over HTTP with its own
 // types (feed.go describes the contract).
