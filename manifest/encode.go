@@ -28,6 +28,16 @@ func Encode(w io.Writer, m *Manifest) error {
 // Marshal returns the canonical encoding of m. It sorts m in place first.
 func Marshal(m *Manifest) ([]byte, error) {
 	m.Sort()
+	if m.plain() {
+		b := make([]byte, 0, len(header)+64*6+len(m.Packages)*360+len(m.Files)*200)
+		return appendCanonical(append(b, header...), m), nil
+	}
+	return marshalTOML(m)
+}
+
+// marshalTOML is Marshal through go-toml's encoder, for manifests with strings outside
+// the plain subset (and for the test that keeps the two identical).
+func marshalTOML(m *Manifest) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteString(header)
 	enc := toml.NewEncoder(&buf)
@@ -90,6 +100,10 @@ func Decode(r io.Reader, name string) (*Manifest, error) {
 
 // Parse is Decode on bytes already in memory.
 func Parse(data []byte, name string) (*Manifest, error) {
+	fast, ok := parseCanonical(data)
+	if ok {
+		return checkDecoded(fast, name)
+	}
 	var m Manifest
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -106,13 +120,17 @@ func Parse(data []byte, name string) (*Manifest, error) {
 			return nil, fmt.Errorf("manifest %s: %w", name, err)
 		}
 	}
+	return checkDecoded(&m, name)
+}
+
+func checkDecoded(m *Manifest, name string) (*Manifest, error) {
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", name, err)
 	}
-	if err := VerifyID(&m); err != nil {
+	if err := VerifyID(m); err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", name, err)
 	}
-	return &m, nil
+	return m, nil
 }
 
 // Load reads and decodes the manifest file at path.

@@ -3,7 +3,6 @@ package manifest
 import (
 	"cmp"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 )
@@ -113,18 +112,46 @@ func comparePackages(a, b Package) int {
 	)
 }
 
-// ValidPath reports whether p is a clean, relative, slash-separated tree path.
+// ValidPath reports whether p is a clean, relative, slash-separated tree path: no
+// empty, "." or ".." segment, no backslash or NUL.
 func ValidPath(p string) bool {
-	if p == "" || strings.HasPrefix(p, "/") || path.Clean(p) != p || p == "." {
+	if p == "" {
 		return false
 	}
-	for _, seg := range strings.Split(p, "/") {
-		if seg == ".." || seg == "." || seg == "" {
+	segStart := 0
+	for i := 0; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
+			if p[i] == '\\' || p[i] == 0 {
+				return false
+			}
+			continue
+		}
+		seg := p[segStart:i]
+		if seg == "" || seg == "." || seg == ".." {
 			return false
 		}
+		segStart = i + 1
 	}
-	return !strings.ContainsAny(p, "\\\x00")
+	return true
 }
+
+// packageLabel and fileLabel name an entry in errors; they are formatted only when an
+// error is returned, since Validate runs over every entry of large manifests.
+type packageLabel struct {
+	i int
+	p *Package
+}
+
+func (l packageLabel) String() string {
+	return fmt.Sprintf("package %d (%s %s %s in %s/%s)", l.i+1, l.p.Name, l.p.Version, l.p.Architecture, l.p.Suite, l.p.Component)
+}
+
+type fileLabel struct {
+	i    int
+	path string
+}
+
+func (l fileLabel) String() string { return fmt.Sprintf("file %d (%s)", l.i+1, l.path) }
 
 // ValidDigest reports whether s is a lowercase hex SHA-256.
 func ValidDigest(s string) bool {
@@ -154,7 +181,7 @@ func (m *Manifest) Validate() error {
 		return fmt.Errorf("parent %q is not a sha256 release id", m.Parent)
 	}
 	paths := make(map[string]Object, len(m.Files)+len(m.Packages))
-	claim := func(what, p string, o Object) error {
+	claim := func(what fmt.Stringer, p string, o Object) error {
 		if !ValidPath(p) {
 			return fmt.Errorf("%s: path %q is not a clean relative path", what, p)
 		}
@@ -172,7 +199,7 @@ func (m *Manifest) Validate() error {
 	}
 	keys := make(map[Key]bool, len(m.Packages))
 	for i, p := range m.Packages {
-		what := fmt.Sprintf("package %d (%s %s %s in %s/%s)", i+1, p.Name, p.Version, p.Architecture, p.Suite, p.Component)
+		what := packageLabel{i, &p}
 		if p.Suite == "" || p.Component == "" || p.Name == "" || p.Version == "" || p.Architecture == "" {
 			return fmt.Errorf("%s: suite, component, name, version and architecture are required", what)
 		}
@@ -191,7 +218,7 @@ func (m *Manifest) Validate() error {
 		}
 	}
 	for i, f := range m.Files {
-		what := fmt.Sprintf("file %d (%s)", i+1, f.Path)
+		what := fileLabel{i, f.Path}
 		if err := claim(what, f.Path, Object{f.SHA256, f.Size}); err != nil {
 			return err
 		}
