@@ -7,7 +7,7 @@ ARMOR   := $(BIN)/armor
 S3      := $(BIN)/s3server
 PKGS    := ./... ./testdata/synth/... ./testdata/apttest/... ./testdata/s3server/...
 RACE    := ./controld/... ./edged/... ./manifest/cas/...
-STATICCHECK := honnef.co/go/tools/cmd/staticcheck@2025.1.1
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build test test-race bench lint demo demo-stop deps clean fuzz
 
@@ -24,7 +24,7 @@ $(ARMOR): FORCE
 
 # A real S3 server for the store tests: rclone's own `serve s3`, built from its Go module
 # with the local backend only, so it builds in a fraction of rclone's full time.
-$(S3): go.sum
+$(S3): go.sum $(wildcard testdata/s3server/*.go)
 	$(GO) build -o $(S3) ./testdata/s3server
 
 test: deps build $(S3)

@@ -42,6 +42,10 @@ func (c *PushCmd) Run(g *Globals) error {
 	return err
 }
 
+// storeAttempts bounds retries of a store request: enough for a transient error, few
+// enough that an endpoint that does not answer fails within about half a minute.
+const storeAttempts = 3
+
 type pushOptions struct {
 	Activate bool
 	DryRun   bool
@@ -99,7 +103,7 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 		if err != nil {
 			return nil, err
 		}
-		store = cas.WithRetry(rs, 5, 200*time.Millisecond)
+		store = cas.WithRetry(rs, storeAttempts, 200*time.Millisecond)
 	}
 	treeDir := cfg.Resolve(cfg.Output.Tree)
 	uploads, err := treeUploads(m, treeDir)

@@ -211,7 +211,7 @@ func openStore(ctx context.Context, cfg *config.File) (cas.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return cas.WithRetry(rs, 5, 200*time.Millisecond), nil
+	return cas.WithRetry(rs, storeAttempts, 200*time.Millisecond), nil
 }
 
 func fetchObject(ctx context.Context, store cas.Store, sum string) ([]byte, error) {
