@@ -95,15 +95,9 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 	}
 	store := o.Store
 	if store == nil {
-		remote := cfg.Remote()
-		if remote == "" {
-			return nil, fmt.Errorf("%s: no [store] configured: set store.remote (a directory or an rclone remote) or [store.s3]", cfg.Path)
-		}
-		rs, err := cas.OpenRclone(ctx, remote)
-		if err != nil {
+		if store, err = openStore(ctx, cfg); err != nil {
 			return nil, err
 		}
-		store = cas.WithRetry(rs, storeAttempts, 200*time.Millisecond)
 	}
 	treeDir := cfg.Resolve(cfg.Output.Tree)
 	uploads, err := treeUploads(m, treeDir)

@@ -205,7 +205,7 @@ func signHash(cfg *config.File) crypto.Hash {
 func openStore(ctx context.Context, cfg *config.File) (cas.Store, error) {
 	remote := cfg.Remote()
 	if remote == "" {
-		return nil, fmt.Errorf("%s: no [store] configured", cfg.Path)
+		return nil, fmt.Errorf("%s: no [store] configured: set store.remote (a directory or an rclone remote) or [store.s3]", cfg.Path)
 	}
 	rs, err := cas.OpenRclone(ctx, remote)
 	if err != nil {
