@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"runtime"
+	"slices"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -24,13 +25,22 @@ func Build(stanzas [][]byte, c *Cache) (*Files, error) {
 	return build(stanzas, c, defaultChunking)
 }
 
+// form is one compressed form of a chunk: a gzip member or an xz block.
+type form struct {
+	kind   string
+	data   []byte // compressed or copied in this build; nil while it is to come from the cache
+	cached bool   // the cache holds an entry of size bytes, read straight into the output
+	size   int
+	off    int    // offset in the output
+	aux    uint64 // gzip: plain length; xz: unpadded size of the block
+}
+
 // chunk is one chunk of the index while it is built.
 type chunk struct {
 	first, end int // stanzas[first:end]
 	off, size  int // its bytes in Files.Plain
 	sum        [32]byte
-	gz         []byte
-	xz         xzBlock
+	gz, xz     form
 }
 
 func build(stanzas [][]byte, c *Cache, ck chunking) (*Files, error) {
@@ -38,7 +48,38 @@ func build(stanzas [][]byte, c *Cache, ck chunking) (*Files, error) {
 	if err != nil {
 		return nil, err
 	}
-	ends := ck.cut(stanzas, hashes)
+	chunks, total := layout(stanzas, ck.cut(stanzas, hashes))
+	if len(chunks) == 0 {
+		return emptyFiles()
+	}
+	f := &Files{Plain: make([]byte, total)}
+	// Lay out the plain bytes, hash each chunk and see what the cache holds.
+	if err := parallel(len(chunks), func(i int) error {
+		fillChunk(&chunks[i], stanzas, f.Plain, c)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	// Compress what the cache lacks, then read the rest straight into the outputs. An entry
+	// that fails its check on reading is compressed in a second round; that round reads
+	// nothing from the cache, so there is no third.
+	for {
+		if err := compressMissing(chunks, f.Plain, c); err != nil {
+			return nil, err
+		}
+		var ok bool
+		if f.Gzip, f.Xz, ok, err = assemble(chunks, c); err != nil {
+			return nil, err
+		}
+		if ok {
+			return f, nil
+		}
+	}
+}
+
+// layout returns the chunks ending at ends, with their places in the plain index, and the
+// size of the plain index.
+func layout(stanzas [][]byte, ends []int) ([]chunk, int) {
 	chunks := make([]chunk, len(ends))
 	total, first := 0, 0
 	for i, end := range ends {
@@ -46,38 +87,22 @@ func build(stanzas [][]byte, c *Cache, ck chunking) (*Files, error) {
 		for _, s := range stanzas[first:end] {
 			size += len(s) + 1
 		}
-		chunks[i] = chunk{first: first, end: end, off: total, size: size}
+		chunks[i] = chunk{first: first, end: end, off: total, size: size,
+			gz: form{kind: kindGzip}, xz: form{kind: kindXZ}}
 		total += size
 		first = end
 	}
-	f := &Files{Plain: make([]byte, total)}
+	return chunks, total
+}
 
-	// Lay out the plain bytes, hash each chunk and look it up; then compress what the cache
-	// did not have, gzip and xz of one chunk as separate jobs so that they run in parallel.
-	var missing []func() error
-	if err := parallel(len(chunks), func(i int) error {
-		return fillChunk(&chunks[i], stanzas, f.Plain, c)
-	}); err != nil {
-		return nil, err
-	}
-	for i := range chunks {
-		ch := &chunks[i]
-		plain := f.Plain[ch.off : ch.off+ch.size]
-		if ch.gz == nil {
-			missing = append(missing, func() error { return compressGzipChunk(ch, plain, c) })
-		}
-		if ch.xz.data == nil {
-			missing = append(missing, func() error { return compressXZChunk(ch, plain, c) })
-		}
-	}
-	if err := parallel(len(missing), func(i int) error { return missing[i]() }); err != nil {
-		return nil, err
-	}
-	f.Gzip, f.Xz, err = assemble(chunks)
+// emptyFiles returns the index of no stanzas: the empty file, and its gzip and xz forms
+// (one empty member; a stream of no blocks), as gzip -n and xz write them.
+func emptyFiles() (*Files, error) {
+	gz, err := compressGzipMember(nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("build index: %w", err)
 	}
-	return f, nil
+	return &Files{Plain: []byte{}, Gzip: gz, Xz: append(xzStreamHeader(), xzIndexAndFooter(nil)...)}, nil
 }
 
 // hashStanzas checks every stanza and returns the hashes chunk boundaries are cut on.
@@ -96,95 +121,140 @@ func hashStanzas(stanzas [][]byte) ([]uint32, error) {
 	return hashes, err
 }
 
-// fillChunk copies the chunk's stanzas into plain, hashes them and takes whatever
-// compressed forms the cache holds.
-func fillChunk(ch *chunk, stanzas [][]byte, plain []byte, c *Cache) error {
+// fillChunk copies the chunk's stanzas into plain, hashes them and notes which compressed
+// forms the cache holds.
+func fillChunk(ch *chunk, stanzas [][]byte, plain []byte, c *Cache) {
 	p := plain[ch.off:ch.off]
 	for _, s := range stanzas[ch.first:ch.end] {
 		p = append(p, s...)
 		p = append(p, '\n')
 	}
 	if c == nil {
-		return nil
+		return
 	}
 	ch.sum = sha256.Sum256(p)
-	gz, aux, ok, err := c.get(entryName(ch.sum, kindGzip))
-	if err != nil {
-		return err
+	for _, fm := range []*form{&ch.gz, &ch.xz} {
+		fm.size, fm.cached = c.size(entryName(ch.sum, fm.kind))
 	}
-	if ok && aux == uint64(len(p)) {
-		ch.gz = gz
-		c.hits.Add(1)
-	}
-	xz, aux, ok, err := c.get(entryName(ch.sum, kindXZ))
-	if err != nil {
-		return err
-	}
-	if ok && validCachedBlock(xz, aux, len(p)) {
-		ch.xz = xzBlock{data: xz, unpadded: aux, uncompressed: uint64(len(p))}
-		c.hits.Add(1)
-	}
-	return nil
 }
 
-// validCachedBlock checks that a cached block's recorded unpadded size fits its length.
-func validCachedBlock(data []byte, unpadded uint64, plainLen int) bool {
-	return len(data)%4 == 0 && unpadded <= uint64(len(data)) && uint64(len(data))-unpadded < 4 &&
-		plainLen > 0
-}
-
-func compressGzipChunk(ch *chunk, plain []byte, c *Cache) error {
-	gz, err := compressGzipMember(plain)
-	if err != nil {
-		return fmt.Errorf("build index: %w", err)
-	}
-	ch.gz = gz
-	if c == nil {
-		return nil
-	}
-	c.misses.Add(1)
-	return c.put(entryName(ch.sum, kindGzip), gz, uint64(len(plain)))
-}
-
-func compressXZChunk(ch *chunk, plain []byte, c *Cache) error {
-	b, err := compressXZBlock(plain)
-	if err != nil {
-		return fmt.Errorf("build index: %w", err)
-	}
-	ch.xz = b
-	if c == nil {
-		return nil
-	}
-	c.misses.Add(1)
-	return c.put(entryName(ch.sum, kindXZ), b.data, b.unpadded)
-}
-
-// assemble concatenates the gzip members, and wraps the xz blocks into one stream.
-func assemble(chunks []chunk) (gz, xz []byte, err error) {
-	if len(chunks) == 0 {
-		// The gzip form of the empty file is one member holding nothing.
-		empty, err := compressGzipMember(nil)
-		if err != nil {
-			return nil, nil, fmt.Errorf("build index: %w", err)
+// compressMissing compresses every form that has no data and is not cached, each on its own
+// core, and stores it in c.
+func compressMissing(chunks []chunk, plain []byte, c *Cache) error {
+	var jobs []func() error
+	for i := range chunks {
+		ch := &chunks[i]
+		for _, fm := range []*form{&ch.gz, &ch.xz} {
+			if fm.data == nil && !fm.cached {
+				jobs = append(jobs, func() error {
+					return compressForm(fm, ch.sum, plain[ch.off:ch.off+ch.size], c)
+				})
+			}
 		}
-		return empty, append(xzStreamHeader(), xzIndexAndFooter(nil)...), nil
 	}
-	gzSize, xzSize := 0, 2*xzHeaderSize+16+len(chunks)*20
+	return parallel(len(jobs), func(i int) error { return jobs[i]() })
+}
+
+func compressForm(fm *form, sum [32]byte, plain []byte, c *Cache) error {
+	switch fm.kind {
+	case kindGzip:
+		gz, err := compressGzipMember(plain)
+		if err != nil {
+			return fmt.Errorf("build index: %w", err)
+		}
+		fm.data, fm.aux = gz, uint64(len(plain))
+	case kindXZ:
+		b, err := compressXZBlock(plain)
+		if err != nil {
+			return fmt.Errorf("build index: %w", err)
+		}
+		fm.data, fm.aux = b.data, b.unpadded
+	}
+	fm.size = len(fm.data)
+	if c == nil {
+		return nil
+	}
+	c.misses.Add(1)
+	return c.put(entryName(sum, fm.kind), fm.data, fm.aux)
+}
+
+// assemble writes the gzip members one after the other, and the xz blocks into one stream,
+// reading cached forms straight into place. ok is false when a cached entry failed its
+// check: that form is then marked for compression, and every form read so far keeps a copy
+// of its bytes, so that the next round reads nothing from the cache.
+func assemble(chunks []chunk, c *Cache) (gz, xz []byte, ok bool, err error) {
+	gzSize, xzSize := 0, xzHeaderSize
+	for i := range chunks {
+		ch := &chunks[i]
+		ch.gz.off, ch.xz.off = gzSize, xzSize
+		gzSize += ch.gz.size
+		xzSize += ch.xz.size
+	}
+	gz = make([]byte, gzSize)
+	xz = make([]byte, xzSize, xzSize+xzIndexBound(len(chunks)))
+	copy(xz, xzStreamHeader())
+	bad := make([]bool, len(chunks))
+	err = parallel(len(chunks), func(i int) error {
+		ch := &chunks[i]
+		for _, fm := range []*form{&ch.gz, &ch.xz} {
+			out := gz
+			if fm.kind == kindXZ {
+				out = xz
+			}
+			dst := out[fm.off : fm.off+fm.size]
+			if fm.data != nil {
+				copy(dst, fm.data)
+				continue
+			}
+			aux, ok, err := c.readInto(entryName(ch.sum, fm.kind), dst)
+			if err != nil {
+				return err
+			}
+			if ok && validAux(fm.kind, aux, fm.size, ch.size) {
+				fm.aux = aux
+				c.hits.Add(1)
+				continue
+			}
+			if ok {
+				c.corrupt.Add(1)
+			}
+			fm.cached = false
+			bad[i] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, false, err
+	}
+	if slices.Contains(bad, true) {
+		for i := range chunks {
+			for _, fm := range []*form{&chunks[i].gz, &chunks[i].xz} {
+				if fm.cached && fm.data == nil {
+					out := gz
+					if fm.kind == kindXZ {
+						out = xz
+					}
+					fm.data = slices.Clone(out[fm.off : fm.off+fm.size])
+				}
+			}
+		}
+		return nil, nil, false, nil
+	}
 	blocks := make([]xzBlock, len(chunks))
 	for i := range chunks {
-		gzSize += len(chunks[i].gz)
-		xzSize += len(chunks[i].xz.data)
-		blocks[i] = chunks[i].xz
+		blocks[i] = xzBlock{unpadded: chunks[i].xz.aux, uncompressed: uint64(chunks[i].size)}
 	}
-	gz = make([]byte, 0, gzSize)
-	xz = make([]byte, 0, xzSize)
-	xz = append(xz, xzStreamHeader()...)
-	for i := range chunks {
-		gz = append(gz, chunks[i].gz...)
-		xz = append(xz, chunks[i].xz.data...)
+	return gz, append(xz, xzIndexAndFooter(blocks)...), true, nil
+}
+
+// validAux checks a cached entry's aux value against its payload size and its chunk's plain
+// size: a gzip member records the plain size; an xz block's unpadded size is its length
+// less 0 to 3 bytes of padding.
+func validAux(kind string, aux uint64, size, plainSize int) bool {
+	if kind == kindGzip {
+		return aux == uint64(plainSize)
 	}
-	xz = append(xz, xzIndexAndFooter(blocks)...)
-	return gz, xz, nil
+	return size%4 == 0 && aux <= uint64(size) && uint64(size)-aux < 4
 }
 
 // parallel runs fn(0..n-1) on all cores and returns the first error.

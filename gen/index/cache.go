@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -76,38 +77,66 @@ func (c *Cache) markUsed(name string) {
 	c.mu.Unlock()
 }
 
-// get returns the payload and aux value of an intact entry. ok is false when the entry is
-// missing or fails its check; only an unexpected read error is returned as an error.
-func (c *Cache) get(name string) (payload []byte, aux uint64, ok bool, err error) {
-	b, err := os.ReadFile(filepath.Join(c.dir, name))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, 0, false, nil
+// size returns the payload length of the entry called name, if the entry exists and is
+// long enough to hold a trailer. Its contents are checked when it is read.
+func (c *Cache) size(name string) (payload int, ok bool) {
+	info, err := os.Stat(filepath.Join(c.dir, name))
+	if err != nil || !info.Mode().IsRegular() || info.Size() < trailerSize {
+		return 0, false
 	}
-	if err != nil {
-		return nil, 0, false, fmt.Errorf("read index cache entry %s: %w", name, err)
-	}
-	payload, aux, ok = decodeEntry(name, b)
-	if !ok {
-		c.corrupt.Add(1)
-		return nil, 0, false, nil
-	}
-	c.markUsed(name)
-	return payload, aux, true, nil
+	return int(info.Size()) - trailerSize, true
 }
 
-// decodeEntry checks the trailer of the entry called name and splits it into payload and aux.
-func decodeEntry(name string, b []byte) (payload []byte, aux uint64, ok bool) {
-	if len(b) < trailerSize {
-		return nil, 0, false
+// readInto reads the payload of the entry called name into dst, which must be exactly as
+// long as the payload, and returns the entry's aux value. ok is false when the entry is
+// missing, has changed length since size, or fails its check; then dst holds garbage. Only
+// an unexpected read error is returned as an error.
+func (c *Cache) readInto(name string, dst []byte) (aux uint64, ok bool, err error) {
+	f, err := os.Open(filepath.Join(c.dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
 	}
-	t := len(b) - trailerSize
-	if !bytes.Equal(b[t+12:], entryMagic) {
-		return nil, 0, false
+	if err != nil {
+		return 0, false, fmt.Errorf("read index cache entry %s: %w", name, err)
 	}
-	if entryCRC(name, b[:t+8]) != binary.LittleEndian.Uint32(b[t+8:]) {
-		return nil, 0, false
+	defer f.Close()
+	var trailer [trailerSize + 1]byte // one more byte to see that the entry ends there
+	if _, err := io.ReadFull(f, dst); err != nil {
+		return 0, false, c.reject(err)
 	}
-	return b[:t:t], binary.LittleEndian.Uint64(b[t:]), true
+	n, err := io.ReadFull(f, trailer[:])
+	if n != trailerSize || err != io.ErrUnexpectedEOF {
+		return 0, false, c.reject(err)
+	}
+	aux, ok = checkTrailer(name, dst, trailer[:trailerSize])
+	if !ok {
+		return 0, false, c.reject(nil)
+	}
+	c.markUsed(name)
+	return aux, true, nil
+}
+
+// reject counts an entry that cannot be used; a read error other than a short file is
+// returned.
+func (c *Cache) reject(err error) error {
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("read index cache entry: %w", err)
+	}
+	c.corrupt.Add(1)
+	return nil
+}
+
+// checkTrailer checks the trailer of the entry called name against its payload and returns
+// the aux value it holds.
+func checkTrailer(name string, payload, trailer []byte) (aux uint64, ok bool) {
+	if len(trailer) != trailerSize || !bytes.Equal(trailer[12:], entryMagic) {
+		return 0, false
+	}
+	crc := crc32.Update(entryCRC(name, payload), castagnoli, trailer[:8])
+	if crc != binary.LittleEndian.Uint32(trailer[8:]) {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(trailer), true
 }
 
 // encodeEntry returns the entry called name: payload followed by its trailer.
@@ -119,7 +148,7 @@ func encodeEntry(name string, payload []byte, aux uint64) []byte {
 	return append(b, entryMagic...)
 }
 
-// entryCRC is the check of an entry: CRC-32C of its name, then of payload and aux.
+// entryCRC is the check of an entry: CRC-32C of its name, then of its payload and aux.
 func entryCRC(name string, payloadAux []byte) uint32 {
 	return crc32.Update(crc32.Checksum([]byte(name), castagnoli), castagnoli, payloadAux)
 }

@@ -112,6 +112,11 @@ func xzStreamHeader() []byte {
 	return binary.LittleEndian.AppendUint32(b, crc32.ChecksumIEEE(xzFlags))
 }
 
+// xzIndexBound is the largest size of the index and footer of a stream of n blocks.
+func xzIndexBound(n int) int {
+	return 1 + 10 + n*2*10 + 3 + 4 + xzHeaderSize
+}
+
 // xzIndexAndFooter returns the stream index recording blocks, followed by the stream footer.
 func xzIndexAndFooter(blocks []xzBlock) []byte {
 	idx := []byte{0x00} // index indicator
