@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/armor-apt/armor/testdata/apttest"
 )
@@ -127,7 +128,9 @@ func TestRealApt(t *testing.T) {
 	}
 
 	r2 := makeRelease(t, store, "demo", "2026-11-21T10:00:00Z", aptRepo(t, "natpmp-utils"))
-	e.waitVersion(t, ctl.set(feedSite("demo", []string{hostA}, r2, r1)))
+	flipped := feedSite("demo", []string{hostA}, r2, r1)
+	flipped.Active.ActivatedAt = time.Now().UTC()
+	e.waitVersion(t, ctl.set(flipped))
 	apt.Update(t)
 	if got := apt.Policy(t, "natpmp-utils"); got != "" {
 		t.Fatalf("after the flip natpmp-utils candidate %q; want none", got)

@@ -30,7 +30,11 @@
 //   - ETag is the object's SHA-256 in quotes. Last-Modified is the activation time of
 //     the active release serving the path; a path served only through a retained release
 //     carries that release's build date (the manifest's date, which precedes its
-//     activation). If-None-Match and If-Modified-Since answer 304.
+//     activation). If-None-Match and If-Modified-Since answer 304. Because HTTP dates
+//     have one-second resolution, a path outside by-hash/ and pool/ carries no
+//     Last-Modified (and If-Modified-Since is ignored for it) during the first two
+//     seconds after its release's activation: two flips within one second must not
+//     produce a false 304.
 //   - Cache-Control: by-hash/ and pool/ objects "public, max-age=31536000, immutable";
 //     every other path (InRelease, Release, Release.gpg and the other indexes) "public,
 //     max-age=60", so a downstream cache lags a flip by at most a minute, while a client

@@ -127,12 +127,13 @@ func (e *Edge) serve(ctx *fasthttp.RequestCtx) (int, int64, *httpError) {
 		return 0, 0, errNotFound
 	}
 	resp := &ctx.Response.Header
-	if notModified(req, r) {
-		setValidators(resp, r)
+	lm := r.lastModifiedAt(ctx.Time().Unix())
+	if notModified(req, r, lm) {
+		setValidators(resp, r, lm)
 		ctx.SetStatusCode(fasthttp.StatusNotModified)
 		return fasthttp.StatusNotModified, 0, nil
 	}
-	start, end, partial, ok := byteRange(req, r)
+	start, end, partial, ok := byteRange(req, r, lm)
 	if !ok {
 		ctx.SetStatusCode(fasthttp.StatusRequestedRangeNotSatisfiable)
 		resp.SetCanonical(hContentRange, []byte("bytes */"+strconv.FormatInt(r.size, 10)))
@@ -162,7 +163,7 @@ func (e *Edge) serve(ctx *fasthttp.RequestCtx) (int, int64, *httpError) {
 		resp.SetContentRange(int(start), int(end-1), int(r.size))
 	}
 	ctx.SetStatusCode(status)
-	setValidators(resp, r)
+	setValidators(resp, r, lm)
 	resp.SetContentTypeBytes(r.contentType)
 	resp.SetCanonical(hAcceptRanges, vBytes)
 	if head {
@@ -171,10 +172,10 @@ func (e *Edge) serve(ctx *fasthttp.RequestCtx) (int, int64, *httpError) {
 	return status, length, nil
 }
 
-// setValidators sets the headers a 200, 206 and 304 share.
-func setValidators(h *fasthttp.ResponseHeader, r *route) {
+// setValidators sets the headers a 200, 206 and 304 share; Last-Modified only when lm.
+func setValidators(h *fasthttp.ResponseHeader, r *route, lm bool) {
 	h.SetCanonical(hETag, r.etag)
-	if r.lastModified != nil {
+	if lm {
 		h.SetCanonical(hLastModified, r.lastModified)
 	}
 	h.SetCanonical(hCacheControl, r.cacheControl)
@@ -231,12 +232,12 @@ func hasPrefixFold(b, prefix []byte) bool {
 }
 
 // notModified evaluates If-None-Match (weak comparison) or, when absent,
-// If-Modified-Since against the route.
-func notModified(h *fasthttp.RequestHeader, r *route) bool {
+// If-Modified-Since against the route (only when its Last-Modified is usable, lm).
+func notModified(h *fasthttp.RequestHeader, r *route, lm bool) bool {
 	if inm := h.Peek(fasthttp.HeaderIfNoneMatch); len(inm) > 0 {
 		return etagListMatch(inm, r.etag)
 	}
-	if ims := h.Peek(fasthttp.HeaderIfModifiedSince); len(ims) > 0 && r.modTime != 0 {
+	if ims := h.Peek(fasthttp.HeaderIfModifiedSince); len(ims) > 0 && lm {
 		t, err := fasthttp.ParseHTTPDate(ims)
 		return err == nil && r.modTime <= t.Unix()
 	}
@@ -269,13 +270,13 @@ func etagListMatch(list, etag []byte) bool {
 // send and whether that is a partial answer. ok is false for an unsatisfiable range
 // (416). A malformed or multi-range header, or an If-Range that does not match, gives
 // the whole object.
-func byteRange(h *fasthttp.RequestHeader, r *route) (start, end int64, partial, ok bool) {
+func byteRange(h *fasthttp.RequestHeader, r *route, lm bool) (start, end int64, partial, ok bool) {
 	size := r.size
 	rh := h.Peek(fasthttp.HeaderRange)
 	if len(rh) == 0 || !hasPrefixFold(rh, prefixBytesEq) || bytes.IndexByte(rh, ',') >= 0 {
 		return 0, size, false, true
 	}
-	if ir := h.Peek(fasthttp.HeaderIfRange); len(ir) > 0 && !ifRangeMatches(ir, r) {
+	if ir := h.Peek(fasthttp.HeaderIfRange); len(ir) > 0 && !ifRangeMatches(ir, r, lm) {
 		return 0, size, false, true
 	}
 	spec := bytes.TrimSpace(rh[len(prefixBytesEq):])
@@ -313,12 +314,12 @@ func byteRange(h *fasthttp.RequestHeader, r *route) (start, end int64, partial, 
 }
 
 // ifRangeMatches evaluates If-Range: a strong entity-tag match, or a date equal to the
-// route's Last-Modified.
-func ifRangeMatches(ir []byte, r *route) bool {
+// route's usable Last-Modified.
+func ifRangeMatches(ir []byte, r *route, lm bool) bool {
 	if ir[0] == '"' {
 		return bytes.Equal(ir, r.etag)
 	}
-	if bytes.HasPrefix(ir, prefixWeakETag) || r.modTime == 0 {
+	if bytes.HasPrefix(ir, prefixWeakETag) || !lm {
 		return false
 	}
 	t, err := fasthttp.ParseHTTPDate(ir)

@@ -208,10 +208,11 @@ func (c *fakeControld) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// site makes the feed entry of a repository with an active release and retained ones.
+// feedSite makes the feed entry of a repository with an active release (activated a
+// minute ago) and retained ones.
 func feedSite(repo string, hosts []string, active *rel, retained ...*rel) FeedSite {
 	s := FeedSite{Repository: repo, Hostnames: hosts,
-		Active: &ActiveRelease{ID: active.m.ID, Manifest: active.sum, ActivatedAt: time.Now().UTC().Truncate(time.Second)}}
+		Active: &ActiveRelease{ID: active.m.ID, Manifest: active.sum, ActivatedAt: time.Now().Add(-time.Minute).UTC()}}
 	for _, r := range retained {
 		s.Retained = append(s.Retained, RetainedRelease{ID: r.m.ID, Manifest: r.sum, Until: time.Now().Add(48 * time.Hour).UTC()})
 	}

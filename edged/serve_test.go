@@ -351,3 +351,31 @@ func TestCleanPath(t *testing.T) {
 		}
 	}
 }
+
+// TestLastModifiedSettles: a path that can change carries no Last-Modified, and
+// If-Modified-Since is not honoured for it, in the seconds right after its release's
+// activation (two flips within one second must not give a false 304); by-hash/ and
+// pool/ paths carry it at once.
+func TestLastModifiedSettles(t *testing.T) {
+	f := newFixture(t)
+	r2 := makeRelease(t, f.store, "demo", "2026-11-21T10:00:00Z", aptTree("demo", 2))
+	now := time.Now().UTC()
+	s := feedSite("demo", []string{hostA}, r2, f.a)
+	s.Active.ActivatedAt = now
+	f.edge.waitVersion(t, f.ctl.set(s, feedSite("other", []string{hostB}, f.b)))
+	future := now.Add(time.Hour).Format(http.TimeFormat)
+
+	resp, body := get(t, f.edge.addr, "GET", hostA, "/dists/stable/InRelease", "If-Modified-Since", future)
+	wantStatus(t, "fresh InRelease with If-Modified-Since", resp, body, 200)
+	if lm := resp.Header.Get("Last-Modified"); lm != "" {
+		t.Fatalf("fresh InRelease has Last-Modified %q", lm)
+	}
+	resp, body = get(t, f.edge.addr, "GET", hostA, "/pool/main/h/hello/hello_2_amd64.deb", "If-Modified-Since", future)
+	wantStatus(t, "pool file with If-Modified-Since", resp, body, 304)
+
+	r := f.edge.table.Load().hosts[hostA].routes.paths["dists/stable/InRelease"]
+	if r.lastModifiedAt(now.Unix()+1) || !r.lastModifiedAt(now.Unix()+settleSeconds) {
+		t.Fatalf("InRelease's Last-Modified usable at +1s: %v, at +%ds: %v; want false, true",
+			r.lastModifiedAt(now.Unix()+1), settleSeconds, r.lastModifiedAt(now.Unix()+settleSeconds))
+	}
+}

@@ -35,10 +35,14 @@ type routeMap struct {
 // route is everything the handler needs to answer for one path, precomputed so the hot
 // path allocates nothing.
 type route struct {
-	sum          string // hex SHA-256: the cache and store key
-	size         int64
-	until        int64 // unix nanoseconds after which a retained-only route is gone; 0: never
-	modTime      int64 // unix seconds of Last-Modified; 0: none
+	sum     string // hex SHA-256: the cache and store key
+	size    int64
+	until   int64 // unix nanoseconds after which a retained-only route is gone; 0: never
+	modTime int64 // unix seconds of Last-Modified; 0: none
+	// settled is the unix second from which Last-Modified may be sent and
+	// If-Modified-Since honoured: 0 for immutable paths, else two seconds after the
+	// activation (see lastModifiedAt).
+	settled      int64
 	etag         []byte
 	lastModified []byte
 	contentType  []byte
@@ -61,6 +65,21 @@ var (
 // served with a long max-age, and through retained releases too.
 func immutablePath(p string) bool {
 	return strings.HasPrefix(p, "pool/") || strings.Contains(p, "/by-hash/")
+}
+
+// settleSeconds: HTTP dates have one-second resolution, so two activations within
+// the same second would give a path two contents under one Last-Modified, and a client
+// holding the first would get a false 304. A path that can change (anything but
+// by-hash/ and pool/) therefore carries no Last-Modified, and If-Modified-Since is not
+// honoured for it, until its release's activation second is over (plus a second for
+// clock skew between controld and the edge). Clients fetch it whole meanwhile; ETag
+// validation is unaffected.
+const settleSeconds = 2
+
+// lastModifiedAt reports whether the route's Last-Modified may be used at unix second
+// now.
+func (r *route) lastModifiedAt(now int64) bool {
+	return r.modTime != 0 && now >= r.settled
 }
 
 // routesKey identifies a routeMap's inputs.
@@ -102,6 +121,9 @@ func buildRoutes(s FeedSite, releases map[string]*release, now time.Time) *route
 			if !modTime.IsZero() {
 				r.modTime = modTime.Unix()
 				r.lastModified = []byte(modTime.UTC().Format(http.TimeFormat))
+				if !immutablePath(p) {
+					r.settled = r.modTime + settleSeconds
+				}
 			}
 			rm.paths[p] = r
 		}
