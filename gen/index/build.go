@@ -17,7 +17,8 @@ type Files struct {
 // Build assembles the index of stanzas, in the given order. Each stanza is one paragraph
 // ending with "\n"; Build follows each with one blank line, as apt-ftparchive does, so a
 // non-empty index ends with "\n\n" and an empty one is the empty file (with the gzip and xz
-// forms of the empty file). c may be nil: then every chunk is compressed.
+// forms of the empty file). A stanza that is not one such paragraph is an error wrapping
+// ErrStanza. c may be nil: then every chunk is compressed.
 //
 // The result depends only on stanzas, never on what c holds. Compression of the chunks
 // missing from c runs on all cores.

@@ -203,8 +203,8 @@ func TestBuildRejectsMalformedStanza(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			stanzas := [][]byte{[]byte("Package: ok\n"), []byte(tc.stanza)}
 			_, err := Build(stanzas, nil)
-			if !errors.Is(err, errStanza) {
-				t.Fatalf("Build: got error %v, want %v", err, errStanza)
+			if !errors.Is(err, ErrStanza) {
+				t.Fatalf("Build: got error %v, want %v", err, ErrStanza)
 			}
 		})
 	}
@@ -299,7 +299,7 @@ func FuzzBuild(f *testing.F) {
 		}
 		got, err := build(stanzas, nil, tiny)
 		if err != nil {
-			if !errors.Is(err, errStanza) {
+			if !errors.Is(err, ErrStanza) {
 				t.Fatalf("build: unexpected error %v", err)
 			}
 			return
