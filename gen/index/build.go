@@ -12,6 +12,10 @@ import (
 // Files is one Packages index in its three served forms.
 type Files struct {
 	Plain, Gzip, Xz []byte
+	// Entries names the cache entries the index is made of (nil when built without a
+	// cache). Keep them beside the index: when a later build reuses the index unchanged,
+	// pass them to Cache.Keep so that Cache.Prune does not evict them.
+	Entries []string
 }
 
 // Build assembles the index of stanzas, in the given order. Each stanza is one paragraph
@@ -73,6 +77,12 @@ func build(stanzas [][]byte, c *Cache, ck chunking) (*Files, error) {
 			return nil, err
 		}
 		if ok {
+			if c != nil {
+				f.Entries = make([]string, 0, 2*len(chunks))
+				for i := range chunks {
+					f.Entries = append(f.Entries, entryName(chunks[i].sum, kindGzip), entryName(chunks[i].sum, kindXZ))
+				}
+			}
 			return f, nil
 		}
 	}

@@ -22,9 +22,11 @@ import (
 // Writes are atomic (temp file, then rename) but not fsynced: every entry ends with a
 // CRC-32C of its contents, and an entry that is short, torn or altered is recomputed and
 // rewritten, never used. A crash therefore costs at most some recompression.
+//
+// Prune bounds the cache: it drops entries neither used in this session nor in the last
+// two weeks. An index reused unchanged is not built, so name its entries with Keep.
 type Cache struct {
-	dir    string
-	opened time.Time
+	dir string
 
 	mu   sync.Mutex
 	used map[string]struct{} // entry names read or written since OpenCache
@@ -59,7 +61,7 @@ func OpenCache(dir string) (*Cache, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("open index cache: %w", err)
 	}
-	return &Cache{dir: dir, opened: time.Now(), used: make(map[string]struct{})}, nil
+	return &Cache{dir: dir, used: make(map[string]struct{})}, nil
 }
 
 // Stats returns the lookup counts since OpenCache.
@@ -84,6 +86,7 @@ func (c *Cache) size(name string) (payload int, ok bool) {
 	if err != nil || !info.Mode().IsRegular() || info.Size() < trailerSize {
 		return 0, false
 	}
+	c.touch(name, info.ModTime())
 	return int(info.Size()) - trailerSize, true
 }
 
@@ -174,14 +177,45 @@ func (c *Cache) put(name string, payload []byte, aux uint64) error {
 	return nil
 }
 
-// staleTemp is how old a temp file must be before Prune takes it for the leftover of a
-// crashed writer rather than another process's write in progress.
-const staleTemp = time.Hour
+// Retention. Prune deletes an entry only when no Build used it since OpenCache and it has
+// not been used for keepFor either: the orchestrator reuses an unchanged index without
+// building it, and the chunks of such an index must survive for when it changes again.
+// Using an entry refreshes its mtime, at most once per touchAfter so that a warm build
+// costs no writes. Temp files older than staleTemp are leftovers of crashed writers.
+const (
+	keepFor    = 14 * 24 * time.Hour
+	touchAfter = 24 * time.Hour
+	staleTemp  = time.Hour
+)
 
-// Prune deletes every entry that no Build has read or written since OpenCache (entries
-// modified since then are kept, in case another process wrote them), which keeps the cache
-// as large as the indexes last built with it. Call it after a successful build
-// that built every index the cache serves.
+// touch refreshes the mtime of an entry last touched before touchAfter. Failing to is
+// harmless: the entry may then be pruned early and recompressed when next needed.
+func (c *Cache) touch(name string, mtime time.Time) {
+	if now := time.Now(); now.Sub(mtime) > touchAfter {
+		_ = os.Chtimes(filepath.Join(c.dir, name), now, now)
+	}
+}
+
+// Keep marks the entries of an index that is reused without being built (Files.Entries of
+// the build that made it) as used, so that Prune keeps them. Missing entries are ignored.
+func (c *Cache) Keep(entries []string) {
+	for _, name := range entries {
+		if strings.ContainsAny(name, `/\`) {
+			continue
+		}
+		info, err := os.Stat(filepath.Join(c.dir, name))
+		if err != nil {
+			continue
+		}
+		c.touch(name, info.ModTime())
+		c.markUsed(name)
+	}
+}
+
+// Prune deletes the entries that no Build used (or Keep named) since OpenCache and that
+// were not used in the last 14 days either. That bounds the cache by the indexes it serves
+// plus two weeks of superseded chunks, while the chunks of indexes left unchanged by recent
+// builds stay. Call it after a successful build.
 func (c *Cache) Prune() error {
 	ents, err := os.ReadDir(c.dir)
 	if err != nil {
@@ -199,10 +233,11 @@ func (c *Cache) Prune() error {
 		if err != nil {
 			continue // already gone
 		}
-		// Keep what another process may have written meanwhile, and temp files that may
-		// still be in progress.
-		if info.ModTime().After(c.opened) ||
-			strings.HasPrefix(name, tmpPre) && time.Since(info.ModTime()) < staleTemp {
+		age, keep := time.Since(info.ModTime()), keepFor
+		if strings.HasPrefix(name, tmpPre) {
+			keep = staleTemp // a temp file younger than this may be a write in progress
+		}
+		if age < keep {
 			continue
 		}
 		if err := os.Remove(filepath.Join(c.dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -78,53 +78,78 @@ func TestCacheRejectsDamagedEntries(t *testing.T) {
 	}
 }
 
-func TestCachePrune(t *testing.T) {
-	dir := t.TempDir()
-	a := synthStanzas(300, 31)
-	b := slices.Clone(a[:150]) // shares its first chunks with a
-	mustBuild(t, a, openCache(t, dir), small)
-	all := entries(t, dir)
-
-	stale := filepath.Join(dir, tmpPre+"stale")
-	fresh := filepath.Join(dir, tmpPre+"fresh")
-	writeFile(t, stale, []byte("x"))
-	writeFile(t, fresh, []byte("x"))
-	old := time.Now().Add(-2 * staleTemp)
-	if err := os.Chtimes(stale, old, old); err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range all {
-		// Entries written before this cache was opened look old, as after a real delay.
+// age sets the mtime of the named files in dir to d ago.
+func age(t *testing.T, dir string, d time.Duration, names ...string) {
+	t.Helper()
+	old := time.Now().Add(-d)
+	for _, n := range names {
 		if err := os.Chtimes(filepath.Join(dir, n), old, old); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
 
-	c := openCache(t, dir)
-	mustBuild(t, b, c, small)
-	if s := c.Stats(); s.Hits == 0 {
-		t.Fatalf("stats %+v: b should reuse a's chunks", s)
+func TestCachePrune(t *testing.T) {
+	a := synthStanzas(300, 31)
+	b := slices.Clone(a[:150]) // shares its first chunks with a
+	tests := []struct {
+		name     string
+		keepA    bool // the session reuses index a unchanged and calls Keep
+		aAge     time.Duration
+		wantAAll bool // all of a's entries survive
+	}{
+		{"unused and old", false, keepFor + time.Hour, false},
+		{"unused but recent", false, 3 * 24 * time.Hour, true},
+		{"old but kept", true, keepFor + time.Hour, true},
 	}
-	if err := c.Prune(); err != nil {
-		t.Fatal(err)
-	}
-	kept := entries(t, dir)
-	if slices.Contains(kept, filepath.Base(stale)) || !slices.Contains(kept, filepath.Base(fresh)) {
-		t.Errorf("temp files after prune: %q; want the stale one gone, the fresh one kept", kept)
-	}
-	if len(kept) >= len(all) {
-		t.Errorf("prune kept %d of %d entries", len(kept), len(all))
-	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			fa := mustBuild(t, a, openCache(t, dir), small)
+			age(t, dir, tc.aAge, entries(t, dir)...)
+			writeFile(t, filepath.Join(dir, tmpPre+"stale"), []byte("x"))
+			writeFile(t, filepath.Join(dir, tmpPre+"fresh"), []byte("x"))
+			age(t, dir, 2*staleTemp, tmpPre+"stale")
 
-	c = openCache(t, dir)
-	mustBuild(t, b, c, small)
-	if s := c.Stats(); s.Misses != 0 {
-		t.Errorf("rebuilding b after prune: stats %+v, want no misses", s)
-	}
-	c = openCache(t, dir)
-	mustBuild(t, a, c, small)
-	if s := c.Stats(); s.Misses == 0 {
-		t.Errorf("rebuilding a after prune: stats %+v, want misses for its pruned chunks", s)
+			c := openCache(t, dir)
+			fb := mustBuild(t, b, c, small)
+			if s := c.Stats(); s.Misses == 0 || s.Hits == 0 {
+				t.Fatalf("stats %+v: b should reuse some of a's chunks and add its own", s)
+			}
+			if tc.keepA {
+				c.Keep(fa.Entries)
+			}
+			if err := c.Prune(); err != nil {
+				t.Fatal(err)
+			}
+			kept := entries(t, dir)
+			if slices.Contains(kept, tmpPre+"stale") || !slices.Contains(kept, tmpPre+"fresh") {
+				t.Errorf("temp files after prune: want the stale one gone, the fresh one kept")
+			}
+			for _, n := range fb.Entries {
+				info, err := os.Stat(filepath.Join(dir, n))
+				if err != nil {
+					t.Fatalf("entry of b pruned: %v", err)
+				}
+				if time.Since(info.ModTime()) > touchAfter {
+					t.Errorf("entry %s used by b was not touched: mtime %v", n, info.ModTime())
+				}
+			}
+			missing := 0
+			for _, n := range fa.Entries {
+				if !slices.Contains(kept, n) {
+					missing++
+				}
+			}
+			if tc.wantAAll && missing > 0 || !tc.wantAAll && missing == 0 {
+				t.Errorf("%d of a's %d entries pruned; want all kept: %v", missing, len(fa.Entries), tc.wantAAll)
+			}
+			c = openCache(t, dir)
+			mustBuild(t, a, c, small)
+			if s := c.Stats(); (s.Misses == 0) != tc.wantAAll {
+				t.Errorf("rebuilding a after prune: stats %+v", s)
+			}
+		})
 	}
 }
 
