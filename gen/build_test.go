@@ -577,3 +577,70 @@ func TestKeyErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestReplacedInputSameSize: an input replaced by different content of the same size (a
+// rebuilt package keeping its name, version and architecture) must not leave the tree
+// serving the old pool file under the new sums, which apt reports as a hash sum mismatch.
+// The build may refuse the replacement or publish it; either way the tree must verify.
+func TestReplacedInputSameSize(t *testing.T) {
+	r := newRepo(t, repoConfig{Real: true, Synth: 4})
+	r.mustBuild()
+	in := r.in("synth/pkg000002_1.0-1_amd64.deb")
+	data, err := os.ReadFile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)-1] ^= 0xff // inside the stored data.tar.gz: still a readable .deb
+	writeFile(t, in, data)
+	later := time.Now().Add(time.Hour)
+	if err := os.Chtimes(in, later, later); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.build()
+	if err != nil {
+		if !strings.Contains(err.Error(), in) {
+			t.Errorf("refused the replacement without naming the file: %v", err)
+		}
+		return
+	}
+	if res.Stats.Read != 1 {
+		t.Errorf("read %d files, want 1", res.Stats.Read)
+	}
+	rep, err := gen.VerifyTree(context.Background(), dirFetcher(r.Opts.TreeDir), gen.VerifyOptions{
+		Suites: []string{"stable"}, Keyrings: [][]byte{publicKeyring(t, r.Opts.Key)}, Pool: true, Now: testDate,
+	})
+	if err != nil {
+		t.Errorf("the tree does not verify after the replacement: %v\nproblems: %q", err, rep.Problems)
+	}
+}
+
+// TestResign: with Resign, an unchanged repository is signed again with the new date
+// (refreshing Date and Valid-Until) and no index is rewritten; without it, a new date
+// alone changes nothing.
+func TestResign(t *testing.T) {
+	r := newRepo(t, repoConfig{Real: true})
+	r.Opts.Suites[0].ValidFor = 7 * 24 * time.Hour
+	r.mustBuild()
+	r.Opts.Date = testDate.Add(24 * time.Hour)
+	if res := r.mustBuild(); !res.UpToDate {
+		t.Errorf("a new date alone rebuilt the repository: %+v", res.Stats)
+	}
+	r.Opts.Resign = true
+	res, changed := changedPaths(t, r)
+	if res.UpToDate || res.Stats.SuitesSigned != 1 || res.Stats.IndexesWritten != 0 {
+		t.Errorf("resign: up to date %v, stats %+v; want signed 1, indexes 0", res.UpToDate, res.Stats)
+	}
+	assertOnlyUnder(t, changed, signedFiles...)
+	release, err := os.ReadFile(r.tree("dists/stable/Release"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"\nDate: Mon, 02 Mar 2026 12:00:00 UTC\n", "\nValid-Until: Mon, 09 Mar 2026 12:00:00 UTC\n"} {
+		if !bytes.Contains(release, []byte(want)) {
+			t.Errorf("re-signed Release lacks %q:\n%s", want, release)
+		}
+	}
+	if res.Manifest.Date != "2026-03-02T12:00:00Z" {
+		t.Errorf("manifest date %s, want the new date", res.Manifest.Date)
+	}
+}

@@ -1,0 +1,389 @@
+package gen_test
+
+// Benchmarks of the build at repository sizes of 10,000 and 100,000 packages.
+//
+// The synthetic .deb files are written once by a separate process
+// (`go run ./testdata/synth/cmd/synth`) into os.TempDir()/armor-bench-<n>, and kept there
+// for later runs (about 10 KiB per package on disk), so neither their generation nor its
+// memory counts in a benchmark. Each benchmark prepares its built tree before the timer
+// starts, once per process.
+//
+// Every incremental operation is what `armor build` does: load the previous manifest
+// from its file, gen.Build, write the new manifest. Custom metrics:
+//
+//	peak-MiB   the process's peak resident set during the operation: VmHWM, reset
+//	           (/proc/self/clear_refs) after a GC before each operation, so it includes
+//	           the memory the benchmark process holds between operations (base-MiB)
+//	base-MiB   the resident set just before the operation
+//	load-ms, build-ms, save-ms   the three steps of one operation
+//
+// Targets (DESIGN.md, "cost follows change"): adding one package to 10,000 in ≤ 0.2 s and
+// ≤ 100 MiB; to 100,000 in ≤ 1 s and ≤ 500 MiB; a full build of 10,000 in at most twice
+// BenchmarkReadHash10k, which only reads and hashes every .deb.
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/armor-apt/armor/gen"
+	"github.com/armor-apt/armor/manifest"
+	"golang.org/x/sync/errgroup"
+)
+
+// benchDebs returns a directory of n synthetic packages (seed 1), generating it by a
+// subprocess the first time. The directory appears complete or not at all.
+func benchDebs(b *testing.B, n int) string {
+	b.Helper()
+	dir := filepath.Join(os.TempDir(), "armor-bench-"+strconv.Itoa(n))
+	if _, err := os.Stat(dir); err == nil {
+		return dir
+	}
+	tmp := dir + ".partial"
+	if err := os.RemoveAll(tmp); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	cmd := exec.Command("go", "run", "./testdata/synth/cmd/synth", "-n", strconv.Itoa(n), "-o", tmp)
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("generate %d packages: %v\n%s", n, err, out)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("generated %d packages in %s in %s", n, dir, time.Since(start).Round(time.Second))
+	return dir
+}
+
+// benchDirs are removed after the benchmarks run (see TestMain).
+var (
+	benchDirsMu sync.Mutex
+	benchDirs   []string
+)
+
+func benchTempDir(b *testing.B) string {
+	b.Helper()
+	d, err := os.MkdirTemp("", "armor-bench-tree-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchDirsMu.Lock()
+	benchDirs = append(benchDirs, d)
+	benchDirsMu.Unlock()
+	return d
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	for _, d := range benchDirs {
+		os.RemoveAll(d)
+	}
+	os.Exit(code)
+}
+
+// benchRepo is a built repository of the synthetic packages plus the files in Base/extra.
+type benchRepo struct {
+	Base     string
+	Opts     gen.Options
+	Manifest string // the manifest file
+	hold     string // where the extra package waits while it is not an input
+}
+
+func newBenchRepo(b *testing.B, debs string) *benchRepo {
+	b.Helper()
+	base := benchTempDir(b)
+	r := &benchRepo{
+		Base: base,
+		Opts: gen.Options{
+			Repository: "bench", Origin: "armor bench", Label: "armor bench",
+			Suites: []gen.Suite{{
+				Codename: "stable", Components: []string{"main"}, Architectures: []string{"amd64"},
+				Inputs: map[string][]string{"main": {filepath.Join(debs, "*.deb"), "extra/*.deb"}},
+			}},
+			BaseDir:  base,
+			TreeDir:  filepath.Join(base, "tree"),
+			CacheDir: filepath.Join(base, "cache"),
+			Key:      fixtureKey(b, "rsa"),
+			Date:     testDate,
+		},
+		Manifest: filepath.Join(base, "manifest.toml"),
+		hold:     filepath.Join(base, "hold"),
+	}
+	for _, d := range []string{filepath.Join(base, "extra"), r.hold} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	writeOne(b, r.hold, "zzextra", "1.0-1", "amd64", "pkg000001")
+	return r
+}
+
+// build is one `armor build`: load the previous manifest, build, write the manifest.
+func (r *benchRepo) build(b *testing.B) (res *gen.Result, load, build, save time.Duration) {
+	b.Helper()
+	t0 := time.Now()
+	o := r.Opts
+	if _, err := os.Stat(r.Manifest); err == nil {
+		m, err := manifest.Load(r.Manifest)
+		if err != nil {
+			b.Fatal(err)
+		}
+		o.Previous = m
+	}
+	t1 := time.Now()
+	res, err := gen.Build(context.Background(), o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t2 := time.Now()
+	if !res.UpToDate {
+		data, err := manifest.Marshal(res.Manifest)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := gen.WriteFileAtomic(r.Manifest, data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return res, t1.Sub(t0), t2.Sub(t1), time.Since(t2)
+}
+
+// setExtra moves the extra package into the inputs (on) or out of them.
+func (r *benchRepo) setExtra(b *testing.B, on bool) {
+	b.Helper()
+	from, to := r.hold, filepath.Join(r.Base, "extra")
+	if !on {
+		from, to = to, from
+	}
+	name := "zzextra_1.0-1_amd64.deb"
+	if err := os.Rename(filepath.Join(from, name), filepath.Join(to, name)); err != nil {
+		b.Fatal(err)
+	}
+}
+
+var (
+	preparedMu sync.Mutex
+	prepared   = map[int]*benchRepo{}
+)
+
+// preparedRepo returns a repository of n synthetic packages, built once per process.
+// Every benchmark (and every run of one, as b.N grows) leaves it as it found it: built,
+// without the extra package.
+func preparedRepo(b *testing.B, n int) *benchRepo {
+	b.Helper()
+	preparedMu.Lock()
+	defer preparedMu.Unlock()
+	if r, ok := prepared[n]; ok {
+		return r
+	}
+	r := newBenchRepo(b, benchDebs(b, n))
+	start := time.Now()
+	if res, _, _, _ := r.build(b); res.Stats.Packages != n {
+		b.Fatalf("prepared repository has %d packages, want %d", res.Stats.Packages, n)
+	}
+	b.Logf("prepared a built repository of %d packages in %s", n, time.Since(start).Round(time.Millisecond))
+	prepared[n] = r
+	return r
+}
+
+// rss reads a field (VmHWM, VmRSS) of /proc/self/status in MiB.
+func rss(b *testing.B, field string) float64 {
+	b.Helper()
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb / 1024
+		}
+	}
+	b.Fatalf("no %s in /proc/self/status", field)
+	return 0
+}
+
+// resetPeak returns memory to the OS and resets VmHWM to the current resident set, so
+// that the next reading of VmHWM is the peak of what runs in between.
+func resetPeak(b *testing.B) {
+	b.Helper()
+	runtime.GC()
+	debug.FreeOSMemory()
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		b.Fatalf("reset peak RSS (needs Linux ≥ 4.0): %v", err)
+	}
+}
+
+// meter accumulates an operation's metrics over b.N runs.
+type meter struct {
+	load, build, save time.Duration
+	base, peak        float64
+}
+
+func (m *meter) start(b *testing.B) {
+	b.Helper()
+	resetPeak(b)
+	m.base = max(m.base, rss(b, "VmRSS"))
+	b.StartTimer()
+}
+
+func (m *meter) stop(b *testing.B, load, build, save time.Duration) {
+	b.Helper()
+	b.StopTimer()
+	m.peak = max(m.peak, rss(b, "VmHWM"))
+	m.load += load
+	m.build += build
+	m.save += save
+}
+
+func (m *meter) report(b *testing.B) {
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(b.N) }
+	b.ReportMetric(m.peak, "peak-MiB")
+	b.ReportMetric(m.base, "base-MiB")
+	b.ReportMetric(ms(m.load), "load-ms")
+	b.ReportMetric(ms(m.build), "build-ms")
+	b.ReportMetric(ms(m.save), "save-ms")
+}
+
+// BenchmarkReadHash10k reads and SHA-256es every .deb once, on GOMAXPROCS goroutines as
+// the build reads them: the floor for a full build.
+func BenchmarkReadHash10k(b *testing.B) {
+	debs := benchDebs(b, 10_000)
+	paths, err := filepath.Glob(filepath.Join(debs, "*.deb"))
+	if err != nil || len(paths) != 10_000 {
+		b.Fatalf("%d packages in %s (%v)", len(paths), debs, err)
+	}
+	var m meter
+	b.StopTimer()
+	b.ResetTimer()
+	for range b.N {
+		m.start(b)
+		var g errgroup.Group
+		g.SetLimit(runtime.GOMAXPROCS(0))
+		var bytesRead int64
+		var mu sync.Mutex
+		for _, p := range paths {
+			g.Go(func() error {
+				f, err := os.Open(p)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				h := sha256.New()
+				n, err := io.Copy(h, f)
+				mu.Lock()
+				bytesRead += n
+				mu.Unlock()
+				return err
+			})
+		}
+		if err := g.Wait(); err != nil {
+			b.Fatal(err)
+		}
+		m.stop(b, 0, 0, 0)
+		b.SetBytes(bytesRead)
+	}
+	b.ReportMetric(m.peak, "peak-MiB")
+}
+
+// BenchmarkFullBuild10k builds 10,000 packages into an empty tree and cache each time.
+func BenchmarkFullBuild10k(b *testing.B) {
+	debs := benchDebs(b, 10_000)
+	var m meter
+	b.StopTimer()
+	b.ResetTimer()
+	for range b.N {
+		r := newBenchRepo(b, debs)
+		m.start(b)
+		res, load, build, save := r.build(b)
+		m.stop(b, load, build, save)
+		if res.Stats.Packages != 10_000 || res.Stats.Read != 10_000 {
+			b.Fatalf("stats %+v", res.Stats)
+		}
+		if err := os.RemoveAll(r.Base); err != nil {
+			b.Fatal(err)
+		}
+	}
+	m.report(b)
+}
+
+func BenchmarkAddOne10k(b *testing.B)    { benchAddOne(b, 10_000) }
+func BenchmarkAddOne100k(b *testing.B)   { benchAddOne(b, 100_000) }
+func BenchmarkRemoveOne10k(b *testing.B) { benchRemoveOne(b, 10_000) }
+func BenchmarkNoChange10k(b *testing.B)  { benchNoChange(b, 10_000) }
+
+// benchAddOne times adding one package to n and rebuilding; between operations, outside
+// the timer, it removes the package and rebuilds again.
+func benchAddOne(b *testing.B, n int) {
+	r := preparedRepo(b, n)
+	var m meter
+	b.StopTimer()
+	b.ResetTimer()
+	for range b.N {
+		r.setExtra(b, true)
+		m.start(b)
+		res, load, build, save := r.build(b)
+		m.stop(b, load, build, save)
+		if s := res.Stats; s.Read != 1 || s.Added != 1 || s.IndexesWritten != 1 {
+			b.Fatalf("add one: stats %+v", s)
+		}
+		r.setExtra(b, false)
+		r.build(b)
+	}
+	m.report(b)
+}
+
+// benchRemoveOne times removing one package of n+1 and rebuilding; before each
+// operation, outside the timer, it adds the package back and rebuilds.
+func benchRemoveOne(b *testing.B, n int) {
+	r := preparedRepo(b, n)
+	var m meter
+	b.StopTimer()
+	b.ResetTimer()
+	for range b.N {
+		r.setExtra(b, true)
+		r.build(b)
+		r.setExtra(b, false)
+		m.start(b)
+		res, load, build, save := r.build(b)
+		m.stop(b, load, build, save)
+		if s := res.Stats; s.Read != 0 || s.Removed != 1 || s.IndexesWritten != 1 {
+			b.Fatalf("remove one: stats %+v", s)
+		}
+	}
+	m.report(b)
+}
+
+// benchNoChange times a rebuild that finds everything up to date.
+func benchNoChange(b *testing.B, n int) {
+	r := preparedRepo(b, n)
+	var m meter
+	b.StopTimer()
+	b.ResetTimer()
+	for range b.N {
+		m.start(b)
+		res, load, build, save := r.build(b)
+		m.stop(b, load, build, save)
+		if !res.UpToDate || res.Stats.Read != 0 {
+			b.Fatalf("no change: up to date %v, stats %+v", res.UpToDate, res.Stats)
+		}
+	}
+	m.report(b)
+}
