@@ -11,6 +11,7 @@ import (
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/armor-apt/armor/controld/state"
 )
@@ -59,7 +60,7 @@ func Open(path string, opts *Options) (*Store, error) {
 		}
 	}
 	db, err := bbolt.Open(path, 0o600, &bbolt.Options{Timeout: o.LockTimeout, NoSync: o.NoSync})
-	if errors.Is(err, bbolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("open state %s: %w", path, ErrLocked)
 	}
 	if err != nil {
