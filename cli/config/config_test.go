@@ -1,0 +1,401 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// good is a complete armor.toml that Parse accepts.
+const good = `[repository]
+name = "acme"
+origin = "Acme"
+hostnames = ["APT.Acme.Example", "mirror.acme.example:8080"]
+retention = "48h"
+
+[[suite]]
+codename = "bookworm"
+suite = "stable"
+components = ["main", "contrib"]
+architectures = ["amd64", "arm64"]
+valid_for = "7d"
+
+[suite.inputs]
+main = ["debs/main/**/*.deb"]
+contrib = ["debs/contrib/*.deb"]
+
+[[suite]]
+codename = "trixie"
+components = ["main"]
+architectures = ["amd64"]
+
+[signing]
+key = ".armor/keys/signing.sec.asc"
+digest = "sha256"
+
+[store]
+remote = ".armor/store"
+
+[controld]
+url = "https://controld.acme.example"
+`
+
+// edit returns good with old replaced by new, failing the test if old is not in it.
+func edit(t *testing.T, old, new string) string {
+	t.Helper()
+	if !strings.Contains(good, old) {
+		t.Fatalf("test bug: %q is not in the good config", old)
+	}
+	return strings.Replace(good, old, new, 1)
+}
+
+func TestParseGood(t *testing.T) {
+	f, err := Parse([]byte(good), "/srv/acme/armor.toml")
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"name", f.Repository.Name, "acme"},
+		{"label defaults to origin", f.Repository.Label, "Acme"},
+		{"hostname 0 normalised", f.Repository.Hostnames[0], "apt.acme.example"},
+		{"hostname 1 loses its port", f.Repository.Hostnames[1], "mirror.acme.example"},
+		{"suites", len(f.Suites), 2},
+		{"suite field kept", f.Suites[0].Suite, "stable"},
+		{"suite defaults to codename", f.Suites[1].Suite, "trixie"},
+		{"inputs", f.Suites[0].Inputs["contrib"][0], "debs/contrib/*.deb"},
+		{"tree default", f.Output.Tree, DefaultTree},
+		{"manifest default", f.Output.Manifest, DefaultManifest},
+		{"cache default", f.Output.Cache, DefaultCache},
+		{"passphrase env default", f.Signing.PassphraseEnv, DefaultPassphraseEnv},
+		{"token env default", f.Controld.TokenEnv, DefaultTokenEnv},
+		{"digest kept as written", f.Signing.Digest, "sha256"},
+		{"path", f.Path, "/srv/acme/armor.toml"},
+		{"dir", f.Dir(), "/srv/acme"},
+		{"resolve relative", f.Resolve("public"), "/srv/acme/public"},
+		{"resolve absolute", f.Resolve("/var/tree"), "/var/tree"},
+		{"resolve empty", f.Resolve(""), ""},
+		{"remote", f.Remote(), "/srv/acme/.armor/store"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %#v, want %#v", c.what, c.got, c.want)
+		}
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	cases := []struct {
+		name string
+		data string
+		// want are substrings the error must contain: what is wrong and where.
+		want []string
+	}{
+		{
+			name: "unknown key names the key and its line",
+			data: edit(t, `retention = "48h"`, "retention = \"48h\"\nhostname = \"typo.example\""),
+			want: []string{"armor.toml", "unknown key", "6| hostname ="},
+		},
+		{
+			name: "unknown key in a suite",
+			data: edit(t, `valid_for = "7d"`, "valid_for = \"7d\"\narchitecture = \"amd64\""),
+			want: []string{"unknown key", "13| architecture ="},
+		},
+		{
+			name: "unknown section",
+			data: good + "\n[stores]\nremote = \"x\"\n",
+			want: []string{"unknown key", "| [stores]"},
+		},
+		{
+			name: "syntax error names line and column",
+			data: edit(t, `name = "acme"`, `name = "acme`),
+			want: []string{"armor.toml:2:"},
+		},
+		{
+			name: "wrong type",
+			data: edit(t, `hostnames = ["APT.Acme.Example", "mirror.acme.example:8080"]`, `hostnames = "apt.acme.example"`),
+			want: []string{"armor.toml:4:"},
+		},
+		{
+			name: "duplicate hostnames name both",
+			data: edit(t, `"mirror.acme.example:8080"]`, `"mirror.acme.example:8080", "apt.acme.example."]`),
+			want: []string{"repository.hostnames", `"APT.Acme.Example" (entry 1)`, `"apt.acme.example." (entry 3)`, "apt.acme.example"},
+		},
+		{
+			name: "invalid hostname",
+			data: edit(t, `"mirror.acme.example:8080"]`, `"bad host"]`),
+			want: []string{"repository.hostnames[1]"},
+		},
+		{
+			name: "bad architecture",
+			data: edit(t, `architectures = ["amd64", "arm64"]`, `architectures = ["amd64", "ARM64"]`),
+			want: []string{"suite 1 (bookworm)", `architecture "ARM64"`},
+		},
+		{
+			name: "architecture all is not a binary architecture",
+			data: edit(t, `architectures = ["amd64", "arm64"]`, `architectures = ["all"]`),
+			want: []string{"suite 1 (bookworm)", `architecture "all"`},
+		},
+		{
+			name: "no architectures",
+			data: edit(t, `architectures = ["amd64", "arm64"]`, `architectures = []`),
+			want: []string{"suite 1 (bookworm)", "architectures is empty"},
+		},
+		{
+			name: "inputs name an unlisted component",
+			data: edit(t, `contrib = ["debs/contrib/*.deb"]`, `non-free = ["debs/nf/*.deb"]`),
+			want: []string{"suite 1 (bookworm)", "inputs.non-free", `"non-free"`, "[main contrib]"},
+		},
+		{
+			name: "component escaping the tree",
+			data: edit(t, `components = ["main", "contrib"]`, `components = ["main", "contrib", "../../etc"]`),
+			want: []string{"suite 1 (bookworm)", `component "../../etc"`},
+		},
+		{
+			name: "absolute component",
+			data: edit(t, `components = ["main", "contrib"]`, `components = ["main", "contrib", "/main"]`),
+			want: []string{"suite 1 (bookworm)", `component "/main"`},
+		},
+		{
+			name: "duplicate codename",
+			data: edit(t, `codename = "trixie"`, `codename = "bookworm"`),
+			want: []string{"suite 2 (bookworm)", "configured twice"},
+		},
+		{
+			name: "bad codename",
+			data: edit(t, `codename = "trixie"`, `codename = "../trixie"`),
+			want: []string{"suite 2", `codename "../trixie"`},
+		},
+		{
+			name: "no suites",
+			data: good[:strings.Index(good, "[[suite]]")] + good[strings.Index(good, "[signing]"):],
+			want: []string{"no [[suite]]"},
+		},
+		{
+			name: "bad repository name",
+			data: edit(t, `name = "acme"`, `name = "Acme Corp"`),
+			want: []string{"repository.name", `"Acme Corp"`},
+		},
+		{
+			name: "multi-line origin",
+			data: edit(t, `origin = "Acme"`, `origin = "Acme\nDate: forged"`),
+			want: []string{"repository.origin", "single line"},
+		},
+		{
+			name: "bad valid_for",
+			data: edit(t, `valid_for = "7d"`, `valid_for = "a week"`),
+			want: []string{"suite 1 (bookworm)", "valid_for", `"a week"`},
+		},
+		{
+			name: "bad retention",
+			data: edit(t, `retention = "48h"`, `retention = "-1h"`),
+			want: []string{"repository.retention", `"-1h"`},
+		},
+		{
+			name: "no signing key",
+			data: edit(t, `key = ".armor/keys/signing.sec.asc"`, `key = ""`),
+			want: []string{"signing.key is empty"},
+		},
+		{
+			name: "bad digest",
+			data: edit(t, `digest = "sha256"`, `digest = "MD5"`),
+			want: []string{"signing.digest", `"MD5"`},
+		},
+		{
+			name: "both store kinds",
+			data: edit(t, `remote = ".armor/store"`, "remote = \".armor/store\"\n[store.s3]\nbucket = \"b\""),
+			want: []string{"store: set either remote or [store.s3]"},
+		},
+		{
+			name: "s3 without bucket",
+			data: edit(t, `remote = ".armor/store"`, "[store.s3]\nregion = \"eu-west-1\""),
+			want: []string{"store.s3.bucket is empty"},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := Parse([]byte(c.data), "/srv/acme/armor.toml")
+			if err == nil {
+				t.Fatalf("Parse accepted it: %+v", f)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+			if !strings.Contains(err.Error(), "/srv/acme/armor.toml") {
+				t.Errorf("error does not name the file:\n%v", err)
+			}
+		})
+	}
+}
+
+func TestRemote(t *testing.T) {
+	const head = "[repository]\nname = \"r\"\n[[suite]]\ncodename = \"s\"\ncomponents = [\"main\"]\narchitectures = [\"amd64\"]\n[signing]\nkey = \"k.asc\"\n"
+	cases := []struct {
+		name  string
+		store string
+		want  string
+	}{
+		{"no store", "", ""},
+		{"relative directory", "[store]\nremote = \"store\"", "/srv/proj/store"},
+		{"dot directory", "[store]\nremote = \"./out/store\"", "/srv/proj/out/store"},
+		{"parent directory", "[store]\nremote = \"../shared/store\"", "/srv/shared/store"},
+		{"relative directory with a colon", "[store]\nremote = \"./a:b\"", "/srv/proj/a:b"},
+		{"absolute directory", "[store]\nremote = \"/var/lib/armor\"", "/var/lib/armor"},
+		{"named remote", "[store]\nremote = \"r2:bucket/prefix\"", "r2:bucket/prefix"},
+		{"connection string", "[store]\nremote = \":s3,provider=AWS:bucket\"", ":s3,provider=AWS:bucket"},
+		{"s3 with everything", "[store.s3]\nprovider = \"Cloudflare\"\nendpoint = \"https://acct.r2.cloudflarestorage.com\"\nregion = \"auto\"\nbucket = \"apt\"\nprefix = \"/acme/\"",
+			":s3,provider=Cloudflare,endpoint='https://acct.r2.cloudflarestorage.com',region=auto,env_auth=true:apt/acme"},
+		{"s3 bucket only", "[store.s3]\nbucket = \"apt\"", ":s3,env_auth=true:apt"},
+		{"s3 quote in a value", "[store.s3]\nbucket = \"apt\"\nregion = \"it's\"", ":s3,region='it''s',env_auth=true:apt"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := Parse([]byte(head+c.store+"\n"), "/srv/proj/armor.toml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.Remote(); got != c.want {
+				t.Errorf("Remote() = %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "armor.toml")
+	if err := os.WriteFile(path, []byte(good), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.Remote(), filepath.Join(dir, ".armor", "store"); got != want {
+		t.Errorf("Remote() = %q, want %q", got, want)
+	}
+	_, err = Load(filepath.Join(dir, "missing.toml"))
+	if err == nil || !strings.Contains(err.Error(), "missing.toml") {
+		t.Errorf("Load of a missing file: %v, want an error naming it", err)
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	cases := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"7d", 7 * 24 * time.Hour, true},
+		{"36h", 36 * time.Hour, true},
+		{"90m", 90 * time.Minute, true},
+		{"0d", 0, false},
+		{"-2d", 0, false},
+		{"0s", 0, false},
+		{"d", 0, false},
+		{"1w", 0, false},
+		{"", 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.in, func(t *testing.T) {
+			got, err := ParseDuration(c.in)
+			if (err == nil) != c.ok || got != c.want {
+				t.Errorf("ParseDuration(%q) = %v, %v; want %v, ok=%v", c.in, got, err, c.want, c.ok)
+			}
+		})
+	}
+}
+
+func TestPassphraseAndToken(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("pass", "s3cret\n")
+	write("token", "  tok-123\n")
+	t.Setenv("MY_PASS", "from-env")
+	t.Setenv("MY_TOKEN", "tok-env")
+
+	base := edit(t, `digest = "sha256"`, "digest = \"sha256\"\npassphrase_env = \"MY_PASS\"")
+	base = strings.Replace(base, `url = "https://controld.acme.example"`, "url = \"https://controld.acme.example\"\ntoken_env = \"MY_TOKEN\"", 1)
+	f, err := Parse([]byte(base), filepath.Join(dir, "armor.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := f.Passphrase(); err != nil || string(p) != "from-env" {
+		t.Errorf("Passphrase() from env = %q, %v", p, err)
+	}
+	if tok, err := f.Token(); err != nil || tok != "tok-env" {
+		t.Errorf("Token() from env = %q, %v", tok, err)
+	}
+	// Files win over the environment, and are relative to armor.toml.
+	f.Signing.PassphraseFile, f.Controld.TokenFile = "pass", "token"
+	if p, err := f.Passphrase(); err != nil || string(p) != "s3cret" {
+		t.Errorf("Passphrase() from file = %q, %v", p, err)
+	}
+	if tok, err := f.Token(); err != nil || tok != "tok-123" {
+		t.Errorf("Token() from file = %q, %v", tok, err)
+	}
+	f.Signing.PassphraseFile, f.Controld.TokenFile = "nope", "nope"
+	if _, err := f.Passphrase(); err == nil || !strings.Contains(err.Error(), "signing.passphrase_file") {
+		t.Errorf("Passphrase() from a missing file: %v", err)
+	}
+	if _, err := f.Token(); err == nil || !strings.Contains(err.Error(), "controld.token_file") {
+		t.Errorf("Token() from a missing file: %v", err)
+	}
+}
+
+// FuzzParse feeds arbitrary files to Parse. It must not panic, and whatever it accepts
+// must satisfy what the rest of armor relies on.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(good))
+	f.Add([]byte(""))
+	f.Add([]byte("[repository]\nname = \"x\"\n[[suite]]\ncodename = \"s\"\ncomponents = [\"main\"]\narchitectures = [\"amd64\"]\n[signing]\nkey = \"k\"\n[store.s3]\nbucket = \"b\"\nendpoint = \"http://h:1\"\n"))
+	f.Add([]byte("[repository]\nname = \"x\"\nhostnames = [\"A.example\", \"a.example:80\"]\n"))
+	f.Add([]byte("[[suite]]\n[suite.inputs]\nmain = 3\n"))
+	f.Add([]byte("[output]\ntree = \"../../x\"\n[store]\nremote = \":s3:\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := Parse(data, "/fuzz/armor.toml")
+		if err != nil {
+			if cfg != nil {
+				t.Fatalf("Parse returned a config with an error: %v", err)
+			}
+			return
+		}
+		if cfg.Path != "/fuzz/armor.toml" || cfg.Signing.Key == "" || len(cfg.Suites) == 0 {
+			t.Fatalf("accepted an incomplete config: %+v", cfg)
+		}
+		seen := map[string]bool{}
+		for _, h := range cfg.Repository.Hostnames {
+			if seen[h] {
+				t.Fatalf("accepted duplicate hostname %q", h)
+			}
+			seen[h] = true
+		}
+		for _, s := range cfg.Suites {
+			if s.Suite == "" {
+				t.Fatalf("suite %q has no Suite after defaults", s.Codename)
+			}
+			for comp := range s.Inputs {
+				found := false
+				for _, c := range s.Components {
+					found = found || c == comp
+				}
+				if !found {
+					t.Fatalf("accepted inputs for unlisted component %q", comp)
+				}
+			}
+		}
+		_ = cfg.Remote()
+		_ = cfg.Resolve(cfg.Output.Tree)
+	})
+}
