@@ -1,0 +1,581 @@
+package cli
+
+// Tests of armor push against a local directory store and a real S3 server on loopback
+// (testdata/s3server): what an incremental push uploads and how many store requests it
+// makes, resuming a killed push, refusing a tampered tree, dry runs, and the messages for
+// bad credentials and an endpoint that does not answer.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/armor-apt/armor/manifest"
+	"github.com/armor-apt/armor/manifest/cas"
+	"github.com/armor-apt/armor/testdata/s3server/s3test"
+	"github.com/armor-apt/armor/testdata/synth"
+)
+
+// storeKind makes a fresh, empty store of one kind for a test.
+type storeKind struct {
+	name string
+	// remote returns the rclone remote of a new empty store.
+	remote func(t *testing.T) string
+}
+
+// storeKinds are the stores every push test runs against: a local directory, and a
+// bucket on a real S3 server started for the calling test.
+func storeKinds(t *testing.T) []storeKind {
+	t.Helper()
+	srv := s3test.Start(t)
+	var buckets atomic.Int64
+	return []storeKind{
+		{"local", func(t *testing.T) string { return filepath.Join(t.TempDir(), "store") }},
+		{"s3", func(t *testing.T) string {
+			return srv.Remote(fmt.Sprintf("bucket%d", buckets.Add(1)), "armor/releases")
+		}},
+	}
+}
+
+// pushProject is a built project and the store it pushes to.
+type pushProject struct {
+	dir, cfg, remote string
+}
+
+func (p pushProject) manifestPath() string { return filepath.Join(p.dir, testManifestName) }
+func (p pushProject) tree() string         { return filepath.Join(p.dir, testTreeName) }
+
+// newPushProject writes and builds a project of testPackagesCount packages in two
+// architectures, configured to push to remote. It reads no environment variable (the
+// signing key is not encrypted), so push tests run in parallel.
+func newPushProject(t *testing.T, remote string) pushProject {
+	t.Helper()
+	p := pushProject{dir: t.TempDir(), remote: remote}
+	p.cfg = newProject(t, p.dir, projectOptions{store: remote})
+	if _, err := runBuild(context.Background(), p.cfg, buildOptions{}); err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	return p
+}
+
+// openStore opens the project's store the way push does, counted.
+func (p pushProject) openStore(t *testing.T) *cas.Counting {
+	t.Helper()
+	s, err := cas.OpenRclone(context.Background(), p.remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cas.NewCounting(s)
+}
+
+// recorder remembers which objects Put was asked for, and which it created.
+type recorder struct {
+	cas.Store
+	mu      sync.Mutex
+	puts    map[string]bool // sum -> created
+	onPut   func(n int64)   // called after every Put with the number of Puts so far
+	putsRun atomic.Int64
+}
+
+func newRecorder(s cas.Store) *recorder { return &recorder{Store: s, puts: map[string]bool{}} }
+
+func (r *recorder) Put(ctx context.Context, sum string, size int64, rd io.Reader) (bool, error) {
+	created, err := r.Store.Put(ctx, sum, size, rd)
+	r.mu.Lock()
+	if err == nil {
+		r.puts[sum] = created
+	}
+	r.mu.Unlock()
+	if n := r.putsRun.Add(1); r.onPut != nil {
+		r.onPut(n)
+	}
+	return created, err
+}
+
+// created returns the digests the recorder's Puts stored.
+func (r *recorder) created() map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]bool{}
+	for s, c := range r.puts {
+		if c {
+			out[s] = true
+		}
+	}
+	return out
+}
+
+func (r *recorder) putAsked() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Sorted(maps.Keys(r.puts))
+}
+
+// releaseObjects are the digests a push of the manifest at path must make present: the
+// release's objects and the manifest itself.
+func releaseObjects(t *testing.T, path string) map[string]int64 {
+	t.Helper()
+	data := readFileT(t, path)
+	m, err := manifest.Parse(data, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, o := range m.Objects() {
+		out[o.SHA256] = o.Size
+	}
+	sum := sha256.Sum256(data)
+	out[hex.EncodeToString(sum[:])] = int64(len(data))
+	return out
+}
+
+// checkHolds fails unless store holds every object with its size and content.
+func checkHolds(t *testing.T, s cas.Store, objects map[string]int64) {
+	t.Helper()
+	ctx := context.Background()
+	for sum, size := range objects {
+		rc, err := s.Open(ctx, sum, 0, -1)
+		if err != nil {
+			t.Errorf("store lacks %s: %v", sum, err)
+			continue
+		}
+		h := sha256.New()
+		n, err := io.Copy(h, rc)
+		rc.Close()
+		if err != nil || n != size || hex.EncodeToString(h.Sum(nil)) != sum {
+			t.Errorf("object %s in the store: %d bytes (want %d), sha256 %x, err %v", sum, n, size, h.Sum(nil), err)
+		}
+	}
+}
+
+func push(t *testing.T, p pushProject, s cas.Store) *pushResult {
+	t.Helper()
+	res, err := runPush(context.Background(), p.cfg, pushOptions{Store: s, Jobs: 4})
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	return res
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// pathsOf lists the paths of manifest m served as each of the digests.
+func pathsOf(m *manifest.Manifest, sums map[string]bool) []string {
+	var out []string
+	for p, o := range m.Paths() {
+		if sums[o.SHA256] {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestPushIncremental: an unchanged release uploads nothing (and, with the pushed state,
+// asks the store nothing); one added package uploads exactly the new objects.
+func TestPushIncremental(t *testing.T) {
+	t.Parallel()
+	for _, kind := range storeKinds(t) {
+		t.Run(kind.name, func(t *testing.T) {
+			p := newPushProject(t, kind.remote(t))
+			store := p.openStore(t)
+			first := releaseObjects(t, p.manifestPath())
+
+			res := push(t, p, store)
+			if res.Uploaded != len(first) || res.Objects != len(first) || res.Present != 0 || res.Known != 0 {
+				t.Errorf("first push: %+v, want %d objects uploaded", res, len(first))
+			}
+			checkHolds(t, store, first)
+
+			// Unchanged, with the pushed state: no request at all.
+			store.Reset()
+			res = push(t, p, store)
+			if res.Uploaded != 0 || res.Known != len(first) {
+				t.Errorf("unchanged push: %+v, want 0 uploaded, %d known", res, len(first))
+			}
+			if c := store.Counts(); c.Requests() != 0 {
+				t.Errorf("unchanged push with the pushed state made %d store requests (%+v), want 0", c.Requests(), c)
+			}
+
+			// Unchanged, without the pushed state: one existence check per object, no upload.
+			state, err := filepath.Glob(filepath.Join(p.dir, ".armor", "cache", "pushed-*.toml"))
+			if err != nil || len(state) != 1 {
+				t.Fatalf("pushed state files: %v %v", state, err)
+			}
+			if err := os.Remove(state[0]); err != nil {
+				t.Fatal(err)
+			}
+			store.Reset()
+			res = push(t, p, store)
+			if c := store.Counts(); res.Uploaded != 0 || res.Present != len(first) || c.Put != 0 || c.Has != int64(len(first)) {
+				t.Errorf("unchanged push without the pushed state: %+v, counts %+v; want %d checks and no upload", res, c, len(first))
+			}
+
+			// One package added to the amd64 index.
+			old := loadManifest(t, p.manifestPath())
+			deb, err := synth.WriteOne(filepath.Join(p.dir, "debs"), "added", "1.0-1", "amd64", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := runBuild(context.Background(), p.cfg, buildOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			nu := loadManifest(t, p.manifestPath())
+			second := releaseObjects(t, p.manifestPath())
+			want := map[string]bool{}
+			for sum := range second {
+				if _, ok := first[sum]; !ok {
+					want[sum] = true
+				}
+			}
+			// What changed, by path: the .deb, the amd64 index in three forms (and their
+			// by-hash names), Release and its two signatures, and the manifest itself.
+			paths := pathsOf(nu, want)
+			byHash := 0
+			for _, path := range paths {
+				if strings.Contains(path, "/by-hash/") {
+					byHash++
+					if !strings.Contains(path, "/binary-amd64/") {
+						t.Errorf("new by-hash object outside binary-amd64: %s", path)
+					}
+				}
+			}
+			wantPaths := []string{
+				"dists/stable/InRelease", "dists/stable/Release", "dists/stable/Release.gpg",
+				"dists/stable/main/binary-amd64/Packages", "dists/stable/main/binary-amd64/Packages.gz",
+				"dists/stable/main/binary-amd64/Packages.xz", "pool/main/a/added/" + filepath.Base(deb),
+			}
+			var plain []string
+			for _, path := range paths {
+				if !strings.Contains(path, "/by-hash/") {
+					plain = append(plain, path)
+				}
+			}
+			if !slices.Equal(plain, wantPaths) || byHash == 0 {
+				t.Errorf("new objects are served at %v (%d by-hash), want %v and their by-hash names", plain, byHash, wantPaths)
+			}
+			if len(want) != len(wantPaths)+1 {
+				t.Errorf("%d new objects, want %d (the paths above and the manifest)", len(want), len(wantPaths)+1)
+			}
+
+			rec := newRecorder(store)
+			store.Reset()
+			res = push(t, p, rec)
+			got := rec.created()
+			if !maps.Equal(got, want) {
+				t.Errorf("push after adding one package uploaded %d objects:\n%v\nwant %d:\n%v\n(old manifest %s, new %s)",
+					len(got), sortedKeys(got), len(want), sortedKeys(want), old.ID, nu.ID)
+			}
+			if asked := rec.putAsked(); len(asked) != len(want) {
+				t.Errorf("Put was called for %d objects, want %d", len(asked), len(want))
+			}
+			c := store.Counts()
+			t.Logf("one package added: %d of %d objects new, %d store requests (%+v)", len(want), len(second), c.Requests(), c)
+			if limit := int64(2*len(want) + 2); c.Requests() > limit {
+				t.Errorf("push after adding one package made %d store requests (%+v), want at most %d (2 per changed object + 2)", c.Requests(), c, limit)
+			}
+			if res.Uploaded != len(want) || res.Known != len(second)-len(want) {
+				t.Errorf("push result %+v: want %d uploaded, %d known", res, len(want), len(second)-len(want))
+			}
+			checkHolds(t, store, second)
+		})
+	}
+}
+
+// cancelAfterPuts records Puts and cancels a push's context once n of them have
+// finished.
+func cancelAfterPuts(s cas.Store, n int64, cancel func()) *recorder {
+	r := newRecorder(s)
+	r.onPut = func(done int64) {
+		if done == n {
+			cancel()
+		}
+	}
+	return r
+}
+
+// TestPushResumes: a push killed midway leaves the store consistent, and the next push
+// uploads only what did not arrive.
+func TestPushResumes(t *testing.T) {
+	t.Parallel()
+	for _, kind := range storeKinds(t) {
+		t.Run(kind.name, func(t *testing.T) {
+			p := newPushProject(t, kind.remote(t))
+			store := p.openStore(t)
+			all := releaseObjects(t, p.manifestPath())
+			const killAfter = 5
+
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			killed := cancelAfterPuts(store, killAfter, cancel)
+			res, err := runPush(ctx, p.cfg, pushOptions{Store: killed, Jobs: 2})
+			if err == nil {
+				t.Fatalf("a push cancelled after %d puts succeeded: %+v", killAfter, res)
+			}
+			if !strings.Contains(err.Error(), "canceled") {
+				t.Errorf("killed push: %v, want a cancellation", err)
+			}
+			// What the killed push saw created is there; an upload cut off by the
+			// cancellation may also have completed on the server: ask the store.
+			arrived := killed.created()
+			present := map[string]int64{}
+			for sum, size := range all {
+				ok, err := store.Has(context.Background(), sum)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok {
+					present[sum] = size
+				}
+			}
+			for sum := range arrived {
+				if _, ok := present[sum]; !ok {
+					t.Errorf("Put reported %s created, but the store does not have it", sum)
+				}
+			}
+			if len(arrived) < killAfter-1 || len(present) >= len(all) {
+				t.Fatalf("the killed push stored %d (saw %d created) of %d objects", len(present), len(arrived), len(all))
+			}
+			checkHolds(t, store, present)
+			state, _ := filepath.Glob(filepath.Join(p.dir, ".armor", "cache", "pushed-*.toml"))
+			if len(state) != 0 {
+				t.Errorf("a killed push wrote the pushed state %v", state)
+			}
+			// The manifest goes last: the store does not hold it yet.
+			mdata := readFileT(t, p.manifestPath())
+			msum := sha256.Sum256(mdata)
+			if _, ok := present[hex.EncodeToString(msum[:])]; ok {
+				t.Error("after a killed push the store has the manifest")
+			}
+
+			resumed := newRecorder(store)
+			res = push(t, p, resumed)
+			again := resumed.created()
+			for _, sum := range resumed.putAsked() {
+				if _, ok := present[sum]; ok {
+					t.Errorf("the resumed push called Put for %s, which was present", sum)
+				}
+			}
+			if len(present)+len(again) != len(all) || res.Uploaded != len(again) || res.Present != len(present) {
+				t.Errorf("resumed push uploaded %d, %d were present, of %d objects; result %+v", len(again), len(present), len(all), res)
+			}
+			checkHolds(t, store, all)
+			if kind.name == "local" {
+				if tmp, _ := os.ReadDir(filepath.Join(p.remote, "tmp")); len(tmp) != 0 {
+					t.Errorf("the local store keeps %d temporary uploads", len(tmp))
+				}
+			}
+		})
+	}
+}
+
+// TestPushRefusesTamperedTree: a tree file changed after the build is refused, named, and
+// nothing is stored for it.
+func TestPushRefusesTamperedTree(t *testing.T) {
+	t.Parallel()
+	tampers := []struct {
+		name   string
+		tamper func(data []byte) []byte
+		want   string
+	}{
+		{"same size", func(d []byte) []byte { d = slices.Clone(d); d[len(d)/2] ^= 1; return d }, "no longer has sha256"},
+		{"truncated", func(d []byte) []byte { return d[:len(d)-1] }, "bytes, the manifest says"},
+		{"grown", func(d []byte) []byte { return append(slices.Clone(d), '\n') }, "bytes, the manifest says"},
+	}
+	for _, kind := range storeKinds(t) {
+		t.Run(kind.name, func(t *testing.T) {
+			for _, tc := range tampers {
+				t.Run(tc.name, func(t *testing.T) {
+					// A fresh store: an object already there is never read from the tree.
+					p := newPushProject(t, kind.remote(t))
+					m := loadManifest(t, p.manifestPath())
+					pkg := m.Packages[len(m.Packages)/2]
+					full := filepath.Join(p.tree(), filepath.FromSlash(pkg.Path))
+					orig := readFileT(t, full)
+					if err := os.WriteFile(full, tc.tamper(orig), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					r := armorFails(t, 1, []string{full, "changed since the build", tc.want}, "-c", p.cfg, "push")
+					if strings.Contains(r.stdout, "pushed release") {
+						t.Errorf("a failed push printed success:\n%s", r.stdout)
+					}
+					store := p.openStore(t)
+					if ok, err := store.Has(context.Background(), pkg.SHA256); ok || err != nil {
+						t.Errorf("the store holds the tampered object %s (%v, %v)", pkg.SHA256, ok, err)
+					}
+					mdata := readFileT(t, p.manifestPath())
+					msum := sha256.Sum256(mdata)
+					if ok, err := store.Has(context.Background(), hex.EncodeToString(msum[:])); ok || err != nil {
+						t.Errorf("the store holds the manifest of a refused push (%v, %v)", ok, err)
+					}
+					if state, _ := filepath.Glob(filepath.Join(p.dir, ".armor", "cache", "pushed-*.toml")); len(state) != 0 {
+						t.Errorf("a refused push wrote the pushed state %v", state)
+					}
+					if kind.name == "local" {
+						if tmp, _ := os.ReadDir(filepath.Join(p.remote, "tmp")); len(tmp) != 0 {
+							t.Errorf("the local store keeps %d temporary uploads", len(tmp))
+						}
+					}
+
+					// Restored, the tree pushes.
+					if err := os.WriteFile(full, orig, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					out := armorOK(t, "-c", p.cfg, "push")
+					if !strings.Contains(out, "pushed release") {
+						t.Errorf("push of the restored tree: %s", out)
+					}
+					checkHolds(t, store, releaseObjects(t, p.manifestPath()))
+				})
+			}
+		})
+	}
+}
+
+// TestPushDryRunAndNoControld: --dry-run lists what it would upload and uploads nothing;
+// a push without controld says the release is stored but not recorded.
+func TestPushDryRunAndNoControld(t *testing.T) {
+	t.Parallel()
+	for _, kind := range storeKinds(t) {
+		t.Run(kind.name, func(t *testing.T) {
+			p := newPushProject(t, kind.remote(t))
+			all := releaseObjects(t, p.manifestPath())
+			m := loadManifest(t, p.manifestPath())
+
+			out := armorOK(t, "-c", p.cfg, "push", "--dry-run")
+			if !strings.Contains(out, "dry run: "+strconv.Itoa(len(all))+" object(s) would be uploaded") {
+				t.Errorf("dry run output:\n%s", out)
+			}
+			for _, path := range []string{m.Packages[0].Path, "dists/stable/InRelease", testManifestName} {
+				if !strings.Contains(out, path) {
+					t.Errorf("dry run does not list %s:\n%s", path, out)
+				}
+			}
+			store := p.openStore(t)
+			for sum := range all {
+				if ok, err := store.Has(context.Background(), sum); ok || err != nil {
+					t.Errorf("after a dry run the store has %s (%v, %v)", sum, ok, err)
+				}
+			}
+			if state, _ := filepath.Glob(filepath.Join(p.dir, ".armor", "cache", "pushed-*.toml")); len(state) != 0 {
+				t.Errorf("a dry run wrote the pushed state %v", state)
+			}
+
+			out = armorOK(t, "-c", p.cfg, "push")
+			for _, want := range []string{"pushed release " + m.ID[:12], "uploaded " + strconv.Itoa(len(all)), "no controld configured", "not recorded"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("push output lacks %q:\n%s", want, out)
+				}
+			}
+			checkHolds(t, store, all)
+
+			out = armorOK(t, "-c", p.cfg, "push", "--dry-run")
+			if !strings.Contains(out, "dry run: 0 object(s)") {
+				t.Errorf("dry run after the push:\n%s", out)
+			}
+			out = armorOK(t, "--json", "-c", p.cfg, "push")
+			for _, want := range []string{`"uploaded": 0`, `"known": ` + strconv.Itoa(len(all)), `"recorded": false`, `"release": "` + m.ID + `"`} {
+				if !strings.Contains(out, want) {
+					t.Errorf("push --json lacks %s:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+// TestPushS3WrongCredentials: a refused secret fails with a message naming the store and
+// the cause, and never shows the secret.
+func TestPushS3WrongCredentials(t *testing.T) {
+	t.Parallel()
+	srv := s3test.Start(t)
+	srv.Remote("bucket", "") // creates the bucket
+	const secret = "not-the-SECRET-value"
+	p := newPushProject(t, srv.RemoteWith(srv.KeyID, secret, "bucket", "armor"))
+	r := armorFails(t, 1, []string{srv.Endpoint, "bucket", "access denied", "credentials"}, "-c", p.cfg, "push")
+	if strings.Contains(r.stderr+r.stdout, secret) {
+		t.Errorf("the message shows the secret:\n%s", r)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(srv.Dir, "bucket")); len(entries) != 0 {
+		t.Errorf("a refused push stored %d entries", len(entries))
+	}
+}
+
+// TestPushUnansweringEndpoint: an S3 endpoint that accepts connections and never answers
+// makes push fail within a bounded time, naming the store.
+func TestPushUnansweringEndpoint(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	endpoint := "http://" + ln.Addr().String()
+	p := newPushProject(t, s3test.EndpointRemote(endpoint, "key", "secret", "bucket", ""))
+
+	const bound = 75 * time.Second
+	type outcome struct {
+		r       result
+		elapsed time.Duration
+	}
+	done := make(chan outcome, 1)
+	start := time.Now()
+	go func() {
+		r := armor(t, "-c", p.cfg, "push")
+		done <- outcome{r, time.Since(start)}
+	}()
+	select {
+	case o := <-done:
+		t.Logf("push to an unanswering endpoint failed after %v: %s", o.elapsed.Round(time.Second), o.r.stderr)
+		if o.r.code != 1 {
+			t.Fatalf("want exit 1, got %s", o.r)
+		}
+		for _, want := range []string{endpoint, "no answer within"} {
+			if !strings.Contains(o.r.stderr, want) {
+				t.Errorf("stderr lacks %q:\n%s", want, o.r.stderr)
+			}
+		}
+	case <-time.After(bound):
+		t.Fatalf("push to an endpoint that never answers did not return within %v", bound)
+	}
+}
+
+// TestPushWithoutStore: no [store] is a clear error naming armor.toml.
+func TestPushWithoutStore(t *testing.T) {
+	t.Parallel()
+	p := newPushProject(t, "")
+	armorFails(t, 1, []string{p.cfg, "no [store] configured"}, "-c", p.cfg, "push")
+}
