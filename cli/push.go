@@ -116,14 +116,14 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 	})
 	res.fill(stats)
 	if err != nil {
-		return res, fmt.Errorf("push to %s: %w", store, err)
+		return nil, fmt.Errorf("push to %s: %d of %d objects uploaded before the error; run armor push again to finish: %w", store, stats.Uploaded, stats.Objects, err)
 	}
 	// The manifest goes last: a store holding it holds the whole release.
 	mstats, err := cas.Push(ctx, store, []cas.Upload{{SHA256: mobj, Size: int64(len(mdata)), Path: mpath}},
 		cas.PushOptions{Known: known, DryRun: o.DryRun})
 	res.add(mstats)
 	if err != nil {
-		return res, fmt.Errorf("push manifest to %s: %w", store, err)
+		return nil, fmt.Errorf("push manifest to %s: %w; run armor push again to finish", store, err)
 	}
 	res.Elapsed = time.Since(start).Seconds()
 	if o.DryRun {

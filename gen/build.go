@@ -177,6 +177,13 @@ func (o *Options) check() error {
 		if len(s.Components) == 0 || len(s.Architectures) == 0 {
 			return fmt.Errorf("build: suite %s needs components and architectures", s.Codename)
 		}
+		// Names become tree paths: refuse anything that could leave dists/ or pool/.
+		names := append([]string{s.Codename}, s.Components...)
+		for _, n := range append(names, s.Architectures...) {
+			if !manifest.ValidPath(n) || strings.HasPrefix(n, ".") {
+				return fmt.Errorf("build: suite %s: %q is not a safe name for a tree path", s.Codename, n)
+			}
+		}
 		for comp := range s.Inputs {
 			if !slices.Contains(s.Components, comp) {
 				return fmt.Errorf("build: suite %s: inputs name component %q, which the suite does not list", s.Codename, comp)
@@ -315,19 +322,28 @@ func (b *builder) changed() bool {
 	return false
 }
 
-// stagePool copies new pool files into the tree.
+// stagePool copies into the tree every pool file it does not hold yet. A file the
+// previous release published under the same path with the same digest is trusted to be
+// in place (--verify rehashes it); anything else is copied, so a replaced input of the
+// same size is never mistaken for the old one.
 func (b *builder) stagePool() error {
+	var prev map[string]manifest.Object
+	if b.o.Previous != nil {
+		prev = b.o.Previous.Paths()
+	}
 	for _, p := range b.packages {
 		dst := filepath.Join(b.o.TreeDir, filepath.FromSlash(p.Path))
-		if st, err := os.Stat(dst); err == nil && st.Size() == p.Size && !b.o.Verify {
-			continue
-		} else if err == nil && b.o.Verify {
-			if sum, err := fileSHA256(dst); err == nil && sum == p.SHA256 {
-				continue
+		if old, ok := prev[p.Path]; ok && old.SHA256 == p.SHA256 {
+			if st, err := os.Stat(dst); err == nil && st.Size() == p.Size {
+				if !b.o.Verify {
+					continue
+				}
+				if sum, err := fileSHA256(dst); err == nil && sum == p.SHA256 {
+					continue
+				}
 			}
 		}
-		src := b.bySum[p.SHA256]
-		if err := b.tw.CopyFile(p.Path, src.Path); err != nil {
+		if err := b.tw.CopyFile(p.Path, b.bySum[p.SHA256].Path); err != nil {
 			return err
 		}
 	}

@@ -189,13 +189,14 @@ func (f *File) validate() error {
 		}
 	}
 	seen := map[string]int{}
-	for i, h := range r.Hostnames {
+	written := slices.Clone(r.Hostnames)
+	for i, h := range written {
 		n, err := hostname.Normalize(h)
 		if err != nil {
 			return fmt.Errorf("repository.hostnames[%d]: %w", i, err)
 		}
 		if j, dup := seen[n]; dup {
-			return fmt.Errorf("repository.hostnames: %q (entry %d) and %q (entry %d) are the same host %s", r.Hostnames[j], j+1, h, i+1, n)
+			return fmt.Errorf("repository.hostnames: %q (entry %d) and %q (entry %d) are the same host %s", written[j], j+1, h, i+1, n)
 		}
 		seen[n] = i
 		r.Hostnames[i] = n
@@ -225,8 +226,11 @@ func (f *File) validate() error {
 			return fmt.Errorf("%s: components is empty", where)
 		}
 		for _, c := range s.Components {
-			if !nameRE.MatchString(c) && !strings.Contains(c, "/") {
-				return fmt.Errorf("%s: component %q is not a valid name", where, c)
+			// Debian allows components such as "updates/main": each part must be a name.
+			for _, seg := range strings.Split(c, "/") {
+				if !nameRE.MatchString(seg) {
+					return fmt.Errorf("%s: component %q is not a valid name", where, c)
+				}
 			}
 		}
 		if len(s.Architectures) == 0 {
