@@ -99,19 +99,3 @@ func (f *Feed) validate() error {
 	}
 	return nil
 }
-
-// manifests returns the manifest digests the feed needs: active and retained releases
-// of every site with an active release.
-func (f *Feed) manifests() []string {
-	var out []string
-	for _, s := range f.Sites {
-		if s.Active == nil {
-			continue
-		}
-		out = append(out, s.Active.Manifest)
-		for _, r := range s.Retained {
-			out = append(out, r.Manifest)
-		}
-	}
-	return out
-}
