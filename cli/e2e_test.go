@@ -299,4 +299,34 @@ func TestEndToEnd(t *testing.T) {
 	if !strings.Contains(status, "active:") {
 		t.Fatalf("status: %s", status)
 	}
+
+	// 7. Operators: the release list marks the active release, and a token scoped to
+	// read works until it is revoked.
+	list := armor(t, project, env, "releases", "list")
+	if n := strings.Count(list, "\n"); n < 4 || !strings.Contains(list, "*") {
+		t.Fatalf("releases list (want a header, 3 releases, one marked active):\n%s", list)
+	}
+	secret := strings.TrimSpace(armor(t, project, env, "tokens", "create", "reader", "--for", "e2e", "--action", "read"))
+	reader := []string{"ARMOR_TOKEN=" + secret}
+	armor(t, project, reader, "status")
+	if out := armor(t, project, env, "tokens", "list"); !strings.Contains(out, "reader") {
+		t.Fatalf("tokens list lacks reader:\n%s", out)
+	}
+	armor(t, project, env, "tokens", "revoke", "reader")
+	if out, err := armorErr(project, reader, "status"); err == nil || !strings.Contains(out, "401") {
+		t.Fatalf("a revoked token still works (err %v):\n%s", err, out)
+	}
+	if out, err := armorErr(project, reader, "rollback"); err == nil {
+		t.Fatalf("a read token may not roll back:\n%s", out)
+	}
+}
+
+// armorErr runs the binary and returns its combined output and error, for commands that
+// are expected to fail.
+func armorErr(dir string, env []string, args ...string) (string, error) {
+	cmd := exec.Command(armorBin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
