@@ -644,3 +644,38 @@ func TestResign(t *testing.T) {
 		t.Errorf("manifest date %s, want the new date", res.Manifest.Date)
 	}
 }
+
+// TestUnsafeNames: suite, component and architecture names become tree paths, so a name
+// that could lead out of dists/ or pool/ is refused before anything is written.
+func TestUnsafeNames(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(s *gen.Suite)
+	}{
+		{"codename ..", func(s *gen.Suite) { s.Codename = ".." }},
+		{"codename with ../", func(s *gen.Suite) { s.Codename = "../../outside" }},
+		{"absolute codename", func(s *gen.Suite) { s.Codename = "/tmp/outside" }},
+		{"component with ../", func(s *gen.Suite) {
+			s.Components = []string{"main/../../../outside"}
+			s.Inputs = map[string][]string{"main/../../../outside": {"in/**/*.deb"}}
+		}},
+		{"architecture ..", func(s *gen.Suite) { s.Architectures = []string{"amd64", ".."} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRepo(t, repoConfig{Synth: 2})
+			tc.edit(&r.Opts.Suites[0])
+			if _, err := r.build(); err == nil || !strings.Contains(err.Error(), "not a safe name") {
+				t.Errorf("build: %v, want an error about an unsafe name", err)
+			}
+			ents, err := os.ReadDir(r.Base)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range ents {
+				if e.Name() != "in" && e.Name() != "cache" {
+					t.Errorf("the refused build left %s in %s", e.Name(), r.Base)
+				}
+			}
+		})
+	}
+}
