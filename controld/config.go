@@ -1,14 +1,13 @@
 package controld
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"time"
 
-	"github.com/pelletier/go-toml/v2"
+	"github.com/armor-apt/armor/manifest/tomlfile"
 
 	"github.com/armor-apt/armor/controld/api"
 )
@@ -67,20 +66,8 @@ func LoadConfig(path string) (Config, error) {
 // ParseConfig is LoadConfig on bytes; name labels errors.
 func ParseConfig(data []byte, name string) (Config, error) {
 	var cfg Config
-	dec := toml.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
-		var strict *toml.StrictMissingError
-		var de *toml.DecodeError
-		switch {
-		case errors.As(err, &strict):
-			return Config{}, fmt.Errorf("controld config %s: unknown key (see configs/controld.toml for the valid ones):\n%s", name, strict.String())
-		case errors.As(err, &de):
-			row, col := de.Position()
-			return Config{}, fmt.Errorf("controld config %s:%d:%d: %s", name, row, col, de.Error())
-		default:
-			return Config{}, fmt.Errorf("controld config %s: %w", name, err)
-		}
+	if err := tomlfile.Decode(data, "controld config "+name, &cfg); err != nil {
+		return Config{}, err
 	}
 	cfg = cfg.withDefaults()
 	if err := cfg.check(); err != nil {

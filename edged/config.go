@@ -1,7 +1,6 @@
 package edged
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net/url"
@@ -10,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pelletier/go-toml/v2"
+	"github.com/armor-apt/armor/manifest/tomlfile"
 )
 
 // TokenEnv is the environment variable holding controld's read-only token when no
@@ -93,20 +92,8 @@ func LoadConfig(path string) (Config, error) {
 // ParseConfig is LoadConfig on bytes already in memory; name labels errors.
 func ParseConfig(data []byte, name string) (Config, error) {
 	cfg := Defaults()
-	dec := toml.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&cfg); err != nil {
-		var strict *toml.StrictMissingError
-		var de *toml.DecodeError
-		switch {
-		case errors.As(err, &strict):
-			return Config{}, fmt.Errorf("edged config %s: unknown key:\n%s", name, strict.String())
-		case errors.As(err, &de):
-			row, col := de.Position()
-			return Config{}, fmt.Errorf("edged config %s:%d:%d: %s", name, row, col, de.Error())
-		default:
-			return Config{}, fmt.Errorf("edged config %s: %w", name, err)
-		}
+	if err := tomlfile.Decode(data, "edged config "+name, &cfg); err != nil {
+		return Config{}, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("edged config %s: %w", name, err)

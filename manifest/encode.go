@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/armor-apt/armor/manifest/tomlfile"
+
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -105,20 +107,8 @@ func Parse(data []byte, name string) (*Manifest, error) {
 		return checkDecoded(fast, name)
 	}
 	var m Manifest
-	dec := toml.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&m); err != nil {
-		var strict *toml.StrictMissingError
-		var de *toml.DecodeError
-		switch {
-		case errors.As(err, &strict):
-			return nil, fmt.Errorf("manifest %s: unknown key:\n%s", name, strict.String())
-		case errors.As(err, &de):
-			row, col := de.Position()
-			return nil, fmt.Errorf("manifest %s:%d:%d: %s", name, row, col, de.Error())
-		default:
-			return nil, fmt.Errorf("manifest %s: %w", name, err)
-		}
+	if err := tomlfile.Decode(data, "manifest "+name, &m); err != nil {
+		return nil, err
 	}
 	return checkDecoded(&m, name)
 }

@@ -12,8 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/armor-apt/armor/manifest/tomlfile"
+
 	"github.com/armor-apt/armor/manifest/hostname"
-	"github.com/pelletier/go-toml/v2"
 )
 
 // File is armor.toml.
@@ -116,20 +117,8 @@ func Load(path string) (*File, error) {
 // anchors its relative paths.
 func Parse(data []byte, path string) (*File, error) {
 	var f File
-	dec := toml.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
-		var strict *toml.StrictMissingError
-		var de *toml.DecodeError
-		switch {
-		case errors.As(err, &strict):
-			return nil, fmt.Errorf("%s: unknown key (check its spelling and section):\n%s", path, strict.String())
-		case errors.As(err, &de):
-			row, col := de.Position()
-			return nil, fmt.Errorf("%s:%d:%d: %s", path, row, col, de.Error())
-		default:
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
+	if err := tomlfile.Decode(data, path, &f); err != nil {
+		return nil, err
 	}
 	f.Path = path
 	f.setDefaults()
@@ -183,9 +172,9 @@ func (f *File) validate() error {
 	if !nameRE.MatchString(r.Name) {
 		return fmt.Errorf("repository.name %q: use lowercase letters, digits, '.', '_' or '-'", r.Name)
 	}
-	for field, v := range map[string]string{"origin": r.Origin, "label": r.Label, "description": r.Description} {
-		if !lineRE.MatchString(v) {
-			return fmt.Errorf("repository.%s must be a single line", field)
+	for _, f := range []struct{ name, value string }{{"origin", r.Origin}, {"label", r.Label}, {"description", r.Description}} {
+		if !lineRE.MatchString(f.value) {
+			return fmt.Errorf("repository.%s must be a single line", f.name)
 		}
 	}
 	seen := map[string]int{}
