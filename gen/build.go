@@ -90,7 +90,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	cachePath := filepath.Join(o.CacheDir, "inputs.gob")
+	cachePath := filepath.Join(o.CacheDir, "inputs.txt")
 	cache := loadStatCache(cachePath)
 	b := &builder{o: o, cache: cache}
 	if err := b.collect(ctx); err != nil {
@@ -328,19 +328,17 @@ func (b *builder) changed() bool {
 // same size is never mistaken for the old one.
 func (b *builder) stagePool() error {
 	var prev map[string]manifest.Object
-	if b.o.Previous != nil {
-		prev = b.o.Previous.Paths()
+	if _, err := os.Stat(filepath.Join(b.o.TreeDir, "pool")); b.o.Previous != nil && err == nil {
+		prev = b.o.Previous.Paths() // a tree removed whole is rebuilt whole; --verify repairs parts
 	}
 	for _, p := range b.packages {
 		dst := filepath.Join(b.o.TreeDir, filepath.FromSlash(p.Path))
 		if old, ok := prev[p.Path]; ok && old.SHA256 == p.SHA256 {
-			if st, err := os.Stat(dst); err == nil && st.Size() == p.Size {
-				if !b.o.Verify {
-					continue
-				}
-				if sum, err := fileSHA256(dst); err == nil && sum == p.SHA256 {
-					continue
-				}
+			if !b.o.Verify {
+				continue // as indexes are: the previous build wrote and renamed it in place
+			}
+			if sum, err := fileSHA256(dst); err == nil && sum == p.SHA256 {
+				continue
 			}
 		}
 		if err := b.tw.CopyFile(p.Path, b.bySum[p.SHA256].Path); err != nil {
@@ -366,7 +364,7 @@ func (b *builder) saveCache(m *manifest.Manifest) {
 	}
 	// The cache is an accelerator: failing to save it costs the next build time, not
 	// correctness.
-	_ = b.cache.save(filepath.Join(b.o.CacheDir, "inputs.gob"))
+	_ = b.cache.save(filepath.Join(b.o.CacheDir, "inputs.txt"))
 }
 
 // pruneKept deletes the tree paths kept from the release before the previous one and

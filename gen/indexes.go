@@ -26,15 +26,15 @@ import (
 // the manifest's file entries for all of them, reused or new.
 func (b *builder) generate(ctx context.Context) error {
 	prevFiles := map[string]manifest.File{}
-	prevMembers := map[string][]manifest.Package{}
+	var prevPackages []manifest.Package
 	if b.o.Previous != nil {
 		for _, f := range b.o.Previous.Files {
 			prevFiles[f.Path] = f
 		}
-		for _, p := range b.o.Previous.Packages {
-			prevMembers[p.Suite+"/"+p.Component] = append(prevMembers[p.Suite+"/"+p.Component], p)
-		}
+		prevPackages = b.o.Previous.Packages
 	}
+	members := groupIndexes(b.packages, b.o.Suites)
+	prevMembers := groupIndexes(prevPackages, b.o.Suites)
 	total := 0
 	for _, s := range b.o.Suites {
 		total += len(s.Components) * len(s.Architectures)
@@ -51,14 +51,13 @@ func (b *builder) generate(ctx context.Context) error {
 					return err
 				}
 				rel := comp + "/binary-" + arch + "/Packages"
-				members := indexMembers(b.packages, s.Codename, comp, arch)
-				old := indexMembers(prevMembers[s.Codename+"/"+comp], s.Codename, comp, arch)
-				if b.reuseIndex(dist, rel, members, old, prevSums, prevFiles, sums) {
+				key := indexKey{s.Codename, comp, arch}
+				if b.reuseIndex(dist, rel, members[key], prevMembers[key], prevSums, prevFiles, sums) {
 					done++
 					b.progress("index", done, total)
 					continue
 				}
-				if err := b.writeIndex(dist, rel, members, sums); err != nil {
+				if err := b.writeIndex(dist, rel, members[key], sums); err != nil {
 					return fmt.Errorf("index %s%s: %w", dist, rel, err)
 				}
 				changed = true
@@ -74,13 +73,27 @@ func (b *builder) generate(ctx context.Context) error {
 	return nil
 }
 
-// indexMembers filters packages (sorted canonically) to those listed in one
-// binary-<arch>/Packages: the architecture's own and the Architecture: all ones.
-func indexMembers(pkgs []manifest.Package, suite, comp, arch string) []manifest.Package {
-	var out []manifest.Package
+// indexKey names one binary-<arch>/Packages index.
+type indexKey struct{ suite, component, arch string }
+
+// groupIndexes sorts packages (in canonical order) into the indexes that list them: its
+// own architecture's, or every architecture of its suite for Architecture: all. Order
+// within an index is the canonical order.
+func groupIndexes(pkgs []manifest.Package, suites []Suite) map[indexKey][]manifest.Package {
+	archs := make(map[string][]string, len(suites))
+	for _, s := range suites {
+		archs[s.Codename] = s.Architectures
+	}
+	out := map[indexKey][]manifest.Package{}
 	for _, p := range pkgs {
-		if p.Suite == suite && p.Component == comp && (p.Architecture == arch || p.Architecture == "all") {
-			out = append(out, p)
+		if p.Architecture != "all" {
+			k := indexKey{p.Suite, p.Component, p.Architecture}
+			out[k] = append(out[k], p)
+			continue
+		}
+		for _, a := range archs[p.Suite] {
+			k := indexKey{p.Suite, p.Component, a}
+			out[k] = append(out[k], p)
 		}
 	}
 	return out

@@ -16,7 +16,7 @@ import (
 
 // treeWriter stages files under temporary names inside the tree and makes them visible
 // in one commit: one syncfs for all the data, then renames in the order the files were
-// staged, then an fsync of every touched directory. A crash before Commit leaves only
+// staged, then one more syncfs for the directories. A crash before Commit leaves only
 // temporary files (removed by Abort or by the next build); a crash during Commit leaves
 // every path either old or new, and since InRelease is staged last a reader never finds a
 // signed Release that names an index not yet in place.
@@ -38,10 +38,12 @@ func newTreeWriter(root string) *treeWriter {
 func (w *treeWriter) tempFor(rel string) (string, error) {
 	final := filepath.Join(w.root, filepath.FromSlash(rel))
 	dir := filepath.Dir(final)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("create directory %s: %w", dir, err)
+	if !w.dirs[dir] {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", fmt.Errorf("create directory %s: %w", dir, err)
+		}
+		w.dirs[dir] = true
 	}
-	w.dirs[dir] = true
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return "", err
@@ -114,15 +116,11 @@ func (w *treeWriter) Commit() error {
 			return fmt.Errorf("rename into place %s: %w", s.final, err)
 		}
 	}
-	dirs := make([]string, 0, len(w.dirs))
-	for d := range w.dirs {
-		dirs = append(dirs, d)
-	}
-	sort.Strings(dirs)
-	for _, d := range dirs {
-		if err := syncDir(d); err != nil {
-			return err
-		}
+	// One more syncfs makes the renames durable: it flushes the directories' metadata
+	// together, where an fsync per directory costs a journal commit each (10,000 new
+	// pool directories took seconds).
+	if err := syncTree(w.root); err != nil {
+		return err
 	}
 	w.staged = nil
 	return nil
