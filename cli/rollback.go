@@ -146,11 +146,7 @@ func republish(ctx context.Context, cfg *config.File, cl *client.Client, repo st
 		if err != nil {
 			return nil, fmt.Errorf("%s of release %s: %w", f.Path, short(prev.ID), err)
 		}
-		inRelease, err := key.Clearsign(release, hash)
-		if err != nil {
-			return nil, err
-		}
-		detached, err := key.DetachSign(release, hash)
+		inRelease, detached, err := key.SignRelease(release, hash)
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"cmp"
 	"context"
 	"crypto"
 	"errors"
@@ -290,24 +291,47 @@ func (b *builder) collect(ctx context.Context) error {
 }
 
 func (b *builder) diffStats() {
-	prev := map[manifest.Key]string{}
+	var prev []manifest.Package
 	if b.o.Previous != nil {
-		for _, p := range b.o.Previous.Packages {
-			prev[p.Key()] = p.SHA256
-		}
+		prev = b.o.Previous.Packages
 	}
-	now := map[manifest.Key]bool{}
-	for _, p := range b.packages {
-		now[p.Key()] = true
-		if sum, ok := prev[p.Key()]; !ok || sum != p.SHA256 {
-			b.stats.Added++
-		}
-	}
-	for k := range prev {
-		if !now[k] {
+	// Both lists are in canonical order: walk them together.
+	i, j := 0, 0
+	for i < len(prev) || j < len(b.packages) {
+		switch {
+		case j == len(b.packages):
 			b.stats.Removed++
+			i++
+		case i == len(prev):
+			b.stats.Added++
+			j++
+		default:
+			switch c := comparePackageKeys(prev[i], b.packages[j]); {
+			case c < 0:
+				b.stats.Removed++
+				i++
+			case c > 0:
+				b.stats.Added++
+				j++
+			default:
+				if prev[i].SHA256 != b.packages[j].SHA256 {
+					b.stats.Added++
+				}
+				i++
+				j++
+			}
 		}
 	}
+}
+
+func comparePackageKeys(a, b manifest.Package) int {
+	return cmp.Or(
+		strings.Compare(a.Suite, b.Suite),
+		strings.Compare(a.Component, b.Component),
+		strings.Compare(a.Name, b.Name),
+		strings.Compare(a.Version, b.Version),
+		strings.Compare(a.Architecture, b.Architecture),
+	)
 }
 
 // changed reports whether the build produced anything different from the previous

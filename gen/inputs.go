@@ -78,30 +78,37 @@ func loadStatCache(path string) *statCache {
 }
 
 func (c *statCache) save(path string) error {
-	var b strings.Builder
-	b.Grow(len(c.Entries) * 200)
-	b.WriteString(statCacheHeader)
 	paths := make([]string, 0, len(c.Entries))
 	for p := range c.Entries {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
+	b := make([]byte, 0, len(paths)*200)
+	b = append(b, statCacheHeader...)
 	for _, p := range paths {
 		in := c.Entries[p]
-		fields := []string{in.Path, strconv.FormatInt(in.Size, 10), strconv.FormatInt(in.MtimeNs, 10),
-			in.SHA256, in.Name, in.Version, in.Architecture, in.Source}
-		if strings.ContainsAny(strings.Join(fields, ""), "\t\n") {
+		if strings.ContainsAny(in.Path, "\t\n") {
 			continue // such a path is simply read again next time
 		}
-		b.WriteString(strings.Join(fields, "\t"))
-		b.WriteByte('\n')
+		b = append(b, in.Path...)
+		b = append(b, '\t')
+		b = strconv.AppendInt(b, in.Size, 10)
+		b = append(b, '\t')
+		b = strconv.AppendInt(b, in.MtimeNs, 10)
+		for _, f := range []string{in.SHA256, in.Name, in.Version, in.Architecture, in.Source} {
+			b = append(b, '\t')
+			b = append(b, f...) // validated control values hold no tabs or newlines
+		}
+		b = append(b, '\n')
 	}
 	for _, k := range c.Kept {
 		if !strings.ContainsAny(k, "\t\n") {
-			b.WriteString("K\t" + k + "\n")
+			b = append(b, "K\t"...)
+			b = append(b, k...)
+			b = append(b, '\n')
 		}
 	}
-	return WriteFileAtomic(path, []byte(b.String()), 0o644)
+	return WriteFileAtomic(path, b, 0o644)
 }
 
 // expandInputs resolves glob patterns (with ** for any depth) relative to base into a

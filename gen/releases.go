@@ -45,13 +45,9 @@ func (b *builder) writeRelease(s Suite, dist string, sums map[string]Digests, ch
 			}
 		}
 	}
-	inRelease, err := b.o.Key.Clearsign(release, b.o.Hash)
+	inRelease, detached, err := b.o.Key.SignRelease(release, b.o.Hash)
 	if err != nil {
-		return fmt.Errorf("sign %sInRelease: %w", dist, err)
-	}
-	detached, err := b.o.Key.DetachSign(release, b.o.Hash)
-	if err != nil {
-		return fmt.Errorf("sign %sRelease.gpg: %w", dist, err)
+		return fmt.Errorf("sign %sRelease: %w", dist, err)
 	}
 	for i, data := range [][]byte{release, detached, inRelease} {
 		p := dist + names[i]
