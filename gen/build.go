@@ -16,6 +16,7 @@ import (
 	"github.com/armor-apt/armor/gen/index"
 	"github.com/armor-apt/armor/gen/sign"
 	"github.com/armor-apt/armor/manifest"
+	"golang.org/x/sync/errgroup"
 )
 
 // Suite is one distribution of the repository: dists/<Codename>/.
@@ -355,21 +356,30 @@ func (b *builder) stagePool() error {
 	if _, err := os.Stat(filepath.Join(b.o.TreeDir, "pool")); b.o.Previous != nil && err == nil {
 		prev = b.o.Previous.Paths() // a tree removed whole is rebuilt whole; --verify repairs parts
 	}
+	// Copies run in parallel: a first build of a large repository is mostly file-system
+	// round trips, which overlap well.
+	g := new(errgroup.Group)
+	g.SetLimit(8)
+	staged := make(map[string]bool)
 	for _, p := range b.packages {
+		if staged[p.Path] {
+			continue // the same file in two suites
+		}
+		staged[p.Path] = true
 		dst := filepath.Join(b.o.TreeDir, filepath.FromSlash(p.Path))
-		if old, ok := prev[p.Path]; ok && old.SHA256 == p.SHA256 {
-			if !b.o.Verify {
-				continue // as indexes are: the previous build wrote and renamed it in place
-			}
-			if sum, err := fileSHA256(dst); err == nil && sum == p.SHA256 {
-				continue
-			}
+		if old, ok := prev[p.Path]; ok && old.SHA256 == p.SHA256 && !b.o.Verify {
+			continue // as indexes are: the previous build wrote and renamed it in place
 		}
-		if err := b.tw.CopyFile(p.Path, b.bySum[p.SHA256].Path); err != nil {
-			return err
-		}
+		g.Go(func() error {
+			if b.o.Verify {
+				if sum, err := fileSHA256(dst); err == nil && sum == p.SHA256 {
+					return nil
+				}
+			}
+			return b.tw.CopyFile(p.Path, b.bySum[p.SHA256].Path)
+		})
 	}
-	return nil
+	return g.Wait()
 }
 
 func (b *builder) saveCache(m *manifest.Manifest) {

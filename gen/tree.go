@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,7 +22,9 @@ import (
 // every path either old or new, and since InRelease is staged last a reader never finds a
 // signed Release that names an index not yet in place.
 type treeWriter struct {
-	root    string
+	root string
+
+	mu      sync.Mutex // guards what follows: CopyFile runs from several goroutines
 	staged  []staged
 	dirs    map[string]bool
 	written int64
@@ -36,6 +39,8 @@ func newTreeWriter(root string) *treeWriter {
 }
 
 func (w *treeWriter) tempFor(rel string) (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	final := filepath.Join(w.root, filepath.FromSlash(rel))
 	dir := filepath.Dir(final)
 	if !w.dirs[dir] {
@@ -63,7 +68,7 @@ func (w *treeWriter) WriteFile(rel string, data []byte, also ...string) error {
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", rel, err)
 	}
-	w.written += int64(len(data))
+	w.addWritten(int64(len(data)))
 	for _, a := range also {
 		link, err := w.tempFor(a)
 		if err != nil {
@@ -98,8 +103,14 @@ func (w *treeWriter) CopyFile(rel, src string) error {
 	if err != nil {
 		return fmt.Errorf("copy %s to %s: %w", src, rel, err)
 	}
-	w.written += n
+	w.addWritten(n)
 	return nil
+}
+
+func (w *treeWriter) addWritten(n int64) {
+	w.mu.Lock()
+	w.written += n
+	w.mu.Unlock()
 }
 
 // Commit makes every staged file visible under its final name.
