@@ -129,6 +129,6 @@ cat <<NEXT
     Components: main
     Signed-By: /etc/apt/keyrings/demo-archive-keyring.gpg
 
-  Publish a change:  cd $repo && cp new.deb debs/ && armor build && ARMOR_TOKEN=\$(cat $run/admin.token) armor push
+  Publish a change:  cd $repo && cp new.deb debs/ && $armor build && ARMOR_TOKEN=\$(cat $run/admin.token) $armor push
   The daemons keep running. Stop them with:  make demo-stop   (or configs/demo/run.sh stop)
 NEXT
