@@ -56,23 +56,22 @@ type pushOptions struct {
 }
 
 type pushResult struct {
-	Release       string         `json:"release"`
-	Manifest      string         `json:"manifest_object"`
-	Store         string         `json:"store"`
-	Objects       int            `json:"objects"`
-	Known         int            `json:"known"`
-	Present       int            `json:"present"`
-	Uploaded      int            `json:"uploaded"`
-	BytesUploaded int64          `json:"bytes_uploaded"`
-	BytesPresent  int64          `json:"bytes_present"`
-	WouldUpload   []string       `json:"would_upload,omitempty"`
-	DryRun        bool           `json:"dry_run"`
-	Recorded      bool           `json:"recorded"`
-	Activated     bool           `json:"activated"`
-	Controld      string         `json:"controld,omitempty"`
-	Note          string         `json:"note,omitempty"`
-	Elapsed       float64        `json:"elapsed_seconds"`
-	stats         *cas.PushStats `json:"-"`
+	Release       string   `json:"release"`
+	Manifest      string   `json:"manifest_object"`
+	Store         string   `json:"store"`
+	Objects       int      `json:"objects"`
+	Known         int      `json:"known"`
+	Present       int      `json:"present"`
+	Uploaded      int      `json:"uploaded"`
+	BytesUploaded int64    `json:"bytes_uploaded"`
+	BytesPresent  int64    `json:"bytes_present"`
+	WouldUpload   []string `json:"would_upload,omitempty"`
+	DryRun        bool     `json:"dry_run"`
+	Recorded      bool     `json:"recorded"`
+	Activated     bool     `json:"activated"`
+	Controld      string   `json:"controld,omitempty"`
+	Note          string   `json:"note,omitempty"`
+	Elapsed       float64  `json:"elapsed_seconds"`
 }
 
 func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, error) {

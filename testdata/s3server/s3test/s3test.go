@@ -171,7 +171,7 @@ func binary() (string, error) {
 func findOrBuild() (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		return "", fmt.Errorf("build the S3 test server: no go on PATH (or set ARMOR_S3SERVER to a built server): %w", err)
 	}
 	out, err := exec.Command(goBin, "env", "GOMOD").Output()
 	if err != nil {
