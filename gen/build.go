@@ -255,6 +255,14 @@ func (b *builder) collect(ctx context.Context) error {
 	for _, s := range b.o.Suites {
 		suites[s.Codename] = s
 	}
+	// A pool path, once published, keeps its bytes: clients holding an index of an earlier
+	// release fetch it by that path and check its hash (dak and aptly refuse the same).
+	published := map[string]string{}
+	if b.o.Previous != nil {
+		for _, p := range b.o.Previous.Packages {
+			published[p.Path] = p.SHA256
+		}
+	}
 	byKey := map[manifest.Key]string{} // key -> input path
 	byPool := map[string]string{}      // pool path -> input path
 	for _, c := range claims {
@@ -283,6 +291,12 @@ func (b *builder) collect(ctx context.Context) error {
 		byKey[p.Key()] = in.Path
 		byPool[p.Path] = in.Path
 		b.packages = append(b.packages, p)
+	}
+	for _, p := range b.packages {
+		if sum, ok := published[p.Path]; ok && sum != p.SHA256 {
+			return fmt.Errorf("%w: %s is %s %s (%s), already published as %s with different contents; apt clients holding the previous index would get a hash sum mismatch: give the new build a new version (for example a +b1 binNMU suffix)",
+				errConflict, byPool[p.Path], p.Name, p.Version, p.Architecture, p.Path)
+		}
 	}
 	m := manifest.Manifest{Packages: b.packages}
 	m.Sort()
