@@ -224,9 +224,10 @@ func (b *builder) collect(ctx context.Context) error {
 	}
 	var claims []claim
 	var all []string
+	stats := map[string]fileStat{}
 	for _, s := range b.o.Suites {
 		for _, comp := range s.Components {
-			paths, err := expandInputs(b.o.BaseDir, s.Inputs[comp])
+			paths, err := expandInputs(b.o.BaseDir, s.Inputs[comp], stats)
 			if err != nil {
 				return fmt.Errorf("suite %s component %s: %w", s.Codename, comp, err)
 			}
@@ -238,7 +239,7 @@ func (b *builder) collect(ctx context.Context) error {
 	}
 	sort.Strings(all)
 	all = slices.Compact(all)
-	ins, read, err := readInputs(ctx, all, b.cache, b.o.Verify, func(d, t int) { b.progress("read", d, t) })
+	ins, read, err := readInputs(ctx, all, stats, b.cache, b.o.Verify, func(d, t int) { b.progress("read", d, t) })
 	if err != nil {
 		return err
 	}

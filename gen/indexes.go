@@ -79,13 +79,14 @@ type indexKey struct{ suite, component, arch string }
 // groupIndexes sorts packages (in canonical order) into the indexes that list them: its
 // own architecture's, or every architecture of its suite for Architecture: all. Order
 // within an index is the canonical order.
-func groupIndexes(pkgs []manifest.Package, suites []Suite) map[indexKey][]manifest.Package {
+func groupIndexes(pkgs []manifest.Package, suites []Suite) map[indexKey][]*manifest.Package {
 	archs := make(map[string][]string, len(suites))
 	for _, s := range suites {
 		archs[s.Codename] = s.Architectures
 	}
-	out := map[indexKey][]manifest.Package{}
-	for _, p := range pkgs {
+	out := map[indexKey][]*manifest.Package{}
+	for i := range pkgs {
+		p := &pkgs[i]
 		if p.Architecture != "all" {
 			k := indexKey{p.Suite, p.Component, p.Architecture}
 			out[k] = append(out[k], p)
@@ -121,8 +122,8 @@ var variants = []string{"", ".gz", ".xz"}
 
 // reuseIndex keeps an index whose package list did not change and whose files the tree
 // and the previous Release still vouch for.
-func (b *builder) reuseIndex(dist, rel string, members, old []manifest.Package, prevSums map[string]Digests, prevFiles map[string]manifest.File, sums map[string]Digests) bool {
-	if prevSums == nil || !slices.Equal(members, old) || b.o.Verify {
+func (b *builder) reuseIndex(dist, rel string, members, old []*manifest.Package, prevSums map[string]Digests, prevFiles map[string]manifest.File, sums map[string]Digests) bool {
+	if prevSums == nil || b.o.Verify || !slices.EqualFunc(members, old, func(a, b *manifest.Package) bool { return *a == *b }) {
 		return false
 	}
 	var keep []manifest.File
@@ -153,7 +154,7 @@ func byHashPath(indexPath, sum string) string {
 }
 
 // writeIndex regenerates one Packages index in its three forms.
-func (b *builder) writeIndex(dist, rel string, members []manifest.Package, sums map[string]Digests) error {
+func (b *builder) writeIndex(dist, rel string, members []*manifest.Package, sums map[string]Digests) error {
 	stanzas, err := b.stanzas(dist+rel, members)
 	if err != nil {
 		return err
@@ -182,7 +183,7 @@ func (b *builder) writeIndex(dist, rel string, members []manifest.Package, sums 
 // stanzas returns the Packages stanzas of members: fresh from the .deb for files read in
 // this build, reused from the index in the tree for the others, and read again from the
 // .deb when the tree does not have them.
-func (b *builder) stanzas(indexPath string, members []manifest.Package) ([][]byte, error) {
+func (b *builder) stanzas(indexPath string, members []*manifest.Package) ([][]byte, error) {
 	var old map[string][]byte
 	out := make([][]byte, 0, len(members))
 	for _, p := range members {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -111,10 +112,18 @@ func (c *statCache) save(path string) error {
 	return WriteFileAtomic(path, b, 0o644)
 }
 
+// fileStat is what the build needs to know of an input without opening it.
+type fileStat struct {
+	size, mtimeNs int64
+	regular       bool
+}
+
 // expandInputs resolves glob patterns (with ** for any depth) relative to base into a
-// sorted list of distinct regular files. A pattern that matches nothing is not an error:
-// an empty component is a valid, empty index.
-func expandInputs(base string, patterns []string) ([]string, error) {
+// sorted list of distinct paths, and records each one's stat in stats: the directory
+// walk already has it for regular files, so an incremental build of a large repository
+// makes one system call per input rather than two. A pattern that matches nothing is not
+// an error: an empty component is a valid, empty index.
+func expandInputs(base string, patterns []string, stats map[string]fileStat) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	for _, pat := range patterns {
@@ -122,15 +131,29 @@ func expandInputs(base string, patterns []string) ([]string, error) {
 		if !filepath.IsAbs(full) {
 			full = filepath.Join(base, pat)
 		}
-		matches, err := doublestar.FilepathGlob(full)
+		root, rel := doublestar.SplitPattern(filepath.ToSlash(full))
+		err := doublestar.GlobWalk(os.DirFS(root), rel, func(p string, d fs.DirEntry) error {
+			path := filepath.Join(root, filepath.FromSlash(p))
+			if seen[path] {
+				return nil
+			}
+			seen[path] = true
+			out = append(out, path)
+			var st fs.FileInfo
+			var err error
+			if d.Type().IsRegular() {
+				st, err = d.Info()
+			} else {
+				st, err = os.Stat(path) // follows a symbolic link
+			}
+			if err != nil {
+				return fmt.Errorf("read input: %w", err)
+			}
+			stats[path] = fileStat{st.Size(), st.ModTime().UnixNano(), st.Mode().IsRegular()}
+			return nil
+		})
 		if err != nil {
 			return nil, fmt.Errorf("input pattern %q: %w", pat, err)
-		}
-		for _, m := range matches {
-			if !seen[m] {
-				seen[m] = true
-				out = append(out, m)
-			}
 		}
 	}
 	sort.Strings(out)
@@ -138,18 +161,15 @@ func expandInputs(base string, patterns []string) ([]string, error) {
 }
 
 // readInputs stats every input and reads those the cache cannot vouch for, in parallel.
-func readInputs(ctx context.Context, paths []string, cache *statCache, verify bool, progress func(done, total int)) ([]*input, int, error) {
+func readInputs(ctx context.Context, paths []string, stats map[string]fileStat, cache *statCache, verify bool, progress func(done, total int)) ([]*input, int, error) {
 	ins := make([]*input, len(paths))
 	var toRead []int
 	for i, p := range paths {
-		st, err := os.Stat(p)
-		if err != nil {
-			return nil, 0, fmt.Errorf("read input: %w", err)
-		}
-		if !st.Mode().IsRegular() {
+		st := stats[p]
+		if !st.regular {
 			return nil, 0, fmt.Errorf("read input %s: not a regular file (a pattern in armor.toml matched it; make the pattern match only .deb files)", p)
 		}
-		in := &input{Path: p, Size: st.Size(), MtimeNs: st.ModTime().UnixNano()}
+		in := &input{Path: p, Size: st.size, MtimeNs: st.mtimeNs}
 		if c, ok := cache.Entries[p]; ok && !verify && c.Size == in.Size && c.MtimeNs == in.MtimeNs && c.SHA256 != "" {
 			c.pkg = nil
 			*in = c

@@ -20,13 +20,21 @@ import (
 // parseCanonical reads back: printable ASCII without quotes or backslashes.
 func plainString(s string) bool {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c > 0x7e || c == '\'' || c == '"' || c == '\\' {
+		if !plainByte[s[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// plainByte is plainString's test per byte, as a table: manifests of large repositories
+// hold tens of megabytes of strings, and this runs over all of them on every encoding.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c <= 0x7e; c++ {
+		t[c] = c != '\'' && c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func (m *Manifest) plain() bool {
 	for _, s := range []string{m.Repository, m.ID, m.Parent, m.Date} {

@@ -197,16 +197,16 @@ func (m *Manifest) Validate() error {
 		paths[p] = o
 		return nil
 	}
-	keys := make(map[Key]bool, len(m.Packages))
 	for i, p := range m.Packages {
 		what := packageLabel{i, &p}
 		if p.Suite == "" || p.Component == "" || p.Name == "" || p.Version == "" || p.Architecture == "" {
 			return fmt.Errorf("%s: suite, component, name, version and architecture are required", what)
 		}
-		if keys[p.Key()] {
+		// Packages are in canonical order (checked below), so a package listed twice
+		// stands next to itself.
+		if i > 0 && m.Packages[i-1].Key() == p.Key() {
 			return fmt.Errorf("%s: listed twice", what)
 		}
-		keys[p.Key()] = true
 		if !strings.HasPrefix(p.Path, "pool/") {
 			return fmt.Errorf("%s: path %q is not under pool/", what, p.Path)
 		}
