@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -257,7 +258,16 @@ func TestEndToEnd(t *testing.T) {
 	if !strings.Contains(diff, "hello-e2e") || !strings.Contains(diff, "1.0-1 -> 1.1-1") || !strings.Contains(diff, "upgraded") {
 		t.Fatalf("armor diff does not show the upgrade:\n%s", diff)
 	}
-	armor(t, project, env, "push")
+	// Pushed as a draft first: recorded, not served, until activated by an id prefix.
+	out = armor(t, project, env, "push", "--no-activate")
+	m := regexp.MustCompile("armor activate ([0-9a-f]{64})").FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("push --no-activate did not say how to activate:\n%s", out)
+	}
+	if st := armor(t, project, env, "status"); strings.Contains(st, m[1]) {
+		t.Fatalf("a draft is active:\n%s", st)
+	}
+	armor(t, project, env, "activate", m[1][:12])
 	waitServed(t, edgeAddr, host, tree)
 	apt.Update(t)
 	if v := apt.Policy(t, "hello-e2e"); v != "1.1-1" {
