@@ -42,7 +42,7 @@
 //   - Objects larger than Config.StreamThreshold are streamed from the store (ranges
 //     passed through) and never held whole in memory; smaller ones are cached, after
 //     their size and digest are checked. Concurrent misses of one object make one
-//     store fetch. A store object missing or damaged is 502; an unreachable store 503
+//     store fetch. A damaged store object is 502; a missing object or an unreachable store 503
 //     with Retry-After: 5.
 //
 // The edge never imports controld: it consumes the routes feed over HTTP with its own

@@ -9,7 +9,6 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/armor-apt/armor/manifest/cas"
 )
 
 // retryAfter is the Retry-After (seconds) sent with 503 answers.
@@ -32,7 +31,7 @@ var (
 	errMethod         = &httpError{status: 405, body: []byte("method not allowed\n")}
 	errNoRoutes       = &httpError{status: 503, body: []byte("no routes loaded yet\n"), retry: true}
 	errStoreDown      = &httpError{status: 503, body: []byte("object store unavailable\n"), retry: true}
-	errStoreBad       = &httpError{status: 502, body: []byte("object missing or damaged in the store\n")}
+	errStoreBad       = &httpError{status: 502, body: []byte("object damaged in the store\n")}
 )
 
 var (
@@ -181,11 +180,14 @@ func setValidators(h *fasthttp.ResponseHeader, r *route, lm bool) {
 	h.SetCanonical(hCacheControl, r.cacheControl)
 }
 
-// storeError maps a store failure to a response: a missing or damaged object is the
-// store's fault (502); anything else means the store is unreachable (503, retry).
+// storeError maps a store failure to a response. A damaged object is the store's fault
+// (502). Anything else, a missing object included, means the store cannot serve it now
+// (503, retry): every object a route names was in the store when controld recorded the
+// release, so its absence is an outage (an unmounted volume, a lagging replica), not a
+// permanent answer.
 func (e *Edge) storeError(err error) *httpError {
 	e.logger.Warn("object fetch failed", "err", err)
-	if errors.Is(err, cas.ErrNotFound) || errors.Is(err, errCorrupt) {
+	if errors.Is(err, errCorrupt) {
 		return errStoreBad
 	}
 	return errStoreDown
