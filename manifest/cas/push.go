@@ -119,6 +119,7 @@ type pusher struct {
 	s Store
 	o PushOptions
 
+	reportMu sync.Mutex // serialises Progress calls
 	mu       sync.Mutex
 	stats    PushStats
 	progress PushProgress
@@ -198,14 +199,18 @@ func (p *pusher) done(u Upload, uploaded bool) {
 }
 
 func (p *pusher) addBytes(n int64) {
-	done := p.bytes.Add(n)
+	p.bytes.Add(n)
 	if p.o.Progress == nil {
 		return
 	}
+	// Reports are taken and delivered one at a time, so a caller never sees progress go
+	// backwards when several uploads finish at once.
+	p.reportMu.Lock()
+	defer p.reportMu.Unlock()
 	p.mu.Lock()
 	pr := p.progress
 	p.mu.Unlock()
-	pr.BytesDone = done
+	pr.BytesDone = p.bytes.Load()
 	p.o.Progress(pr)
 }
 
