@@ -58,7 +58,8 @@ func loadStatCache(path string) *statCache {
 	for text != "" {
 		line, rest, _ := strings.Cut(text, "\n")
 		text = rest
-		f := strings.Split(line, "\t")
+		var fields [8]string
+		f := splitTabs(line, fields[:0])
 		switch {
 		case len(f) == 2 && f[0] == "K":
 			c.Kept = append(c.Kept, f[1])
@@ -76,6 +77,20 @@ func loadStatCache(path string) *statCache {
 	}
 	c.Entries = entries
 	return c
+}
+
+// splitTabs appends the tab-separated fields of line to f (at most 9, so a line with
+// too many fields is still told apart) without allocating.
+func splitTabs(line string, f []string) []string {
+	for len(f) < 9 {
+		i := strings.IndexByte(line, '\t')
+		if i < 0 {
+			return append(f, line)
+		}
+		f = append(f, line[:i])
+		line = line[i+1:]
+	}
+	return f
 }
 
 func (c *statCache) save(path string) error {
