@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-
 )
 
 // retryAfter is the Retry-After (seconds) sent with 503 answers.
