@@ -193,19 +193,21 @@ func pushedStatePath(cfg *config.File, store string) string {
 }
 
 func knownObjects(path string) map[string]bool {
-	m, err := manifest.Load(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil // no state: every object is checked
+	}
+	m, err := manifest.Parse(data, path)
+	if err != nil {
+		return nil
 	}
 	known := map[string]bool{}
 	for _, o := range m.Objects() {
 		known[o.SHA256] = true
 	}
 	// The pushed manifest itself is an object too.
-	if data, err := os.ReadFile(path); err == nil {
-		s := sha256.Sum256(data)
-		known[hex.EncodeToString(s[:])] = true
-	}
+	s := sha256.Sum256(data)
+	known[hex.EncodeToString(s[:])] = true
 	return known
 }
 

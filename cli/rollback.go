@@ -106,14 +106,13 @@ func republish(ctx context.Context, cfg *config.File, cl *client.Client, repo st
 			}
 		}
 	}
-	staging, err := os.MkdirTemp(cfg.Resolve(cfg.Output.Cache), "rollback-")
+	cacheDir := cfg.Resolve(cfg.Output.Cache)
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return nil, err
+	}
+	staging, err := os.MkdirTemp(cacheDir, "rollback-")
 	if err != nil {
-		if err := os.MkdirAll(cfg.Resolve(cfg.Output.Cache), 0o755); err != nil {
-			return nil, err
-		}
-		if staging, err = os.MkdirTemp(cfg.Resolve(cfg.Output.Cache), "rollback-"); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	defer os.RemoveAll(staging)
 	var uploads []cas.Upload

@@ -82,7 +82,7 @@ type Result struct {
 }
 
 // ErrConflict wraps errors about two different files claiming one package identity.
-var ErrConflict = errConflict
+var ErrConflict = errors.New("conflicting packages")
 
 // Build computes the release for opts and writes the tree. All inputs are read and
 // checked before anything is written, so a bad input leaves the previous tree untouched.
@@ -205,9 +205,8 @@ type builder struct {
 	bySum    map[string]*input // a path per distinct .deb
 	packages []manifest.Package
 	files    []manifest.File
-	// index membership per suite/component/arch: the packages (by manifest index).
-	wrote bool
-	stats Stats
+	wrote    bool
+	stats    Stats
 }
 
 func (b *builder) progress(phase string, done, total int) {
@@ -283,11 +282,11 @@ func (b *builder) collect(ctx context.Context) error {
 				continue // the same file twice: de-duplicated
 			}
 			return fmt.Errorf("%w: %s and %s are both %s %s (%s) in %s/%s but differ; remove one",
-				errConflict, other, in.Path, p.Name, p.Version, p.Architecture, p.Suite, p.Component)
+				ErrConflict, other, in.Path, p.Name, p.Version, p.Architecture, p.Suite, p.Component)
 		}
 		if other, ok := byPool[p.Path]; ok && b.inputs[other].SHA256 != in.SHA256 {
 			return fmt.Errorf("%w: %s and %s would both be published as %s but differ; remove one",
-				errConflict, other, in.Path, p.Path)
+				ErrConflict, other, in.Path, p.Path)
 		}
 		byKey[p.Key()] = in.Path
 		byPool[p.Path] = in.Path
@@ -296,7 +295,7 @@ func (b *builder) collect(ctx context.Context) error {
 	for _, p := range b.packages {
 		if sum, ok := published[p.Path]; ok && sum != p.SHA256 {
 			return fmt.Errorf("%w: %s is %s %s (%s), already published as %s with different contents; apt clients holding the previous index would get a hash sum mismatch: give the new build a new version (for example a +b1 binNMU suffix)",
-				errConflict, byPool[p.Path], p.Name, p.Version, p.Architecture, p.Path)
+				ErrConflict, byPool[p.Path], p.Name, p.Version, p.Architecture, p.Path)
 		}
 	}
 	m := manifest.Manifest{Packages: b.packages}

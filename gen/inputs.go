@@ -2,7 +2,6 @@ package gen
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/armor-apt/armor/gen/deb"
 	"github.com/bmatcuk/doublestar/v4"
@@ -195,7 +195,7 @@ func readInputs(ctx context.Context, paths []string, stats map[string]fileStat, 
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
-	var done atomicCounter
+	var done atomic.Int64
 	for _, i := range toRead {
 		in := ins[i]
 		g.Go(func() error {
@@ -213,7 +213,7 @@ func readInputs(ctx context.Context, paths []string, stats map[string]fileStat, 
 			in.SHA256 = pkg.SHA256
 			in.Name, in.Version, in.Architecture, in.Source = pkg.Name, pkg.Version, pkg.Architecture, pkg.Source
 			if progress != nil {
-				progress(done.add(), len(toRead))
+				progress(int(done.Add(1)), len(toRead))
 			}
 			return nil
 		})
@@ -223,5 +223,3 @@ func readInputs(ctx context.Context, paths []string, stats map[string]fileStat, 
 	}
 	return ins, len(toRead), nil
 }
-
-var errConflict = errors.New("conflicting packages")

@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"strings"
-
 	"github.com/armor-apt/armor/gen/pool"
 	"github.com/armor-apt/armor/manifest"
 )
@@ -82,18 +80,5 @@ func (b *builder) inTree(f manifest.File) bool {
 
 // poolPath is where a package is published: pool/<component>/<prefix>/<source>/<file>.
 func poolPath(component string, in *input) string {
-	return poolPathFor(component, in.Source, canonicalFilename(in.Name, in.Version, in.Architecture))
-}
-
-func poolPathFor(component, source, filename string) string {
-	return pool.Path(component, source, filename)
-}
-
-// canonicalFilename is name_version_arch.deb with the epoch dropped, as dak names pool
-// files.
-func canonicalFilename(name, version, arch string) string {
-	if i := strings.IndexByte(version, ':'); i >= 0 {
-		version = version[i+1:]
-	}
-	return name + "_" + version + "_" + arch + ".deb"
+	return pool.Path(component, in.Source, pool.Filename(in.Name, in.Version, in.Architecture))
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strconv"
 	"strings"
+
+	"github.com/armor-apt/armor/gen/pool"
 )
 
 // overridden lists the control fields (lowercase) that a Packages stanza does not
@@ -42,9 +44,5 @@ func (p *Package) Stanza(filename string) []byte {
 // CanonicalFilename is name_version_arch.deb with the version's epoch left out,
 // as dak and reprepro name pool files: "hello_2.10-3_amd64.deb" for 1:2.10-3.
 func (p *Package) CanonicalFilename() string {
-	v := p.Version
-	if i := strings.IndexByte(v, ':'); i >= 0 {
-		v = v[i+1:]
-	}
-	return p.Name + "_" + v + "_" + p.Architecture + ".deb"
+	return pool.Filename(p.Name, p.Version, p.Architecture)
 }

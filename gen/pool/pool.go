@@ -15,6 +15,15 @@ func Prefix(source string) string {
 	return source[:1]
 }
 
+// Filename is the canonical pool file name of a binary package, as dak and reprepro
+// name it: name_version_arch.deb with the epoch dropped.
+func Filename(name, version, arch string) string {
+	if i := strings.IndexByte(version, ':'); i >= 0 {
+		version = version[i+1:]
+	}
+	return name + "_" + version + "_" + arch + ".deb"
+}
+
 // Path returns pool/<component>/<prefix>/<source>/<filename>. The names are
 // used as given: callers pass validated package names, which hold no slashes.
 func Path(component, source, filename string) string {
