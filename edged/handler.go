@@ -50,6 +50,14 @@ var (
 	prefixHTTPS    = []byte("https://")
 	prefixBytesEq  = []byte("bytes=")
 	prefixWeakETag = []byte("W/")
+
+	// Request header names in fasthttp's canonical form, for PeekCanonical: Peek would
+	// copy and normalise the name on every call, and a canonical name normalises to
+	// itself, so the lookups are the same.
+	hIfNoneMatch     = []byte(fasthttp.HeaderIfNoneMatch)
+	hIfModifiedSince = []byte(fasthttp.HeaderIfModifiedSince)
+	hRange           = []byte(fasthttp.HeaderRange)
+	hIfRange         = []byte(fasthttp.HeaderIfRange)
 )
 
 // handle is the fasthttp handler of the public listener.
@@ -113,7 +121,7 @@ func (e *Edge) serve(ctx *fasthttp.RequestCtx) (int, int64, *httpError) {
 		return 0, 0, errNotFound
 	}
 	var pathBuf [512]byte
-	p, status := appendCleanPath(pathBuf[:0], target)
+	p, status := cleanPath(pathBuf[:0], target)
 	switch status {
 	case 400:
 		return 0, 0, errBadRequest
@@ -149,7 +157,7 @@ func (e *Edge) serve(ctx *fasthttp.RequestCtx) (int, int64, *httpError) {
 		}
 		ctx.Response.SetBodyStream(rc, int(length))
 	default:
-		b, err := e.objects.get(r.sum, r.size)
+		b, err := e.objects.get(r.key, r.sum, r.size)
 		if err != nil {
 			return 0, 0, e.storeError(err)
 		}
@@ -235,10 +243,10 @@ func hasPrefixFold(b, prefix []byte) bool {
 // notModified evaluates If-None-Match (weak comparison) or, when absent,
 // If-Modified-Since against the route (only when its Last-Modified is usable, lm).
 func notModified(h *fasthttp.RequestHeader, r *route, lm bool) bool {
-	if inm := h.Peek(fasthttp.HeaderIfNoneMatch); len(inm) > 0 {
+	if inm := h.PeekCanonical(hIfNoneMatch); len(inm) > 0 {
 		return etagListMatch(inm, r.etag)
 	}
-	if ims := h.Peek(fasthttp.HeaderIfModifiedSince); len(ims) > 0 && lm {
+	if ims := h.PeekCanonical(hIfModifiedSince); len(ims) > 0 && lm {
 		t, err := fasthttp.ParseHTTPDate(ims)
 		return err == nil && r.modTime <= t.Unix()
 	}
@@ -273,11 +281,11 @@ func etagListMatch(list, etag []byte) bool {
 // the whole object.
 func byteRange(h *fasthttp.RequestHeader, r *route, lm bool) (start, end int64, partial, ok bool) {
 	size := r.size
-	rh := h.Peek(fasthttp.HeaderRange)
+	rh := h.PeekCanonical(hRange)
 	if len(rh) == 0 || !hasPrefixFold(rh, prefixBytesEq) || bytes.IndexByte(rh, ',') >= 0 {
 		return 0, size, false, true
 	}
-	if ir := h.Peek(fasthttp.HeaderIfRange); len(ir) > 0 && !ifRangeMatches(ir, r, lm) {
+	if ir := h.PeekCanonical(hIfRange); len(ir) > 0 && !ifRangeMatches(ir, r, lm) {
 		return 0, size, false, true
 	}
 	spec := bytes.TrimSpace(rh[len(prefixBytesEq):])

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
+	"github.com/dgraph-io/ristretto/v2/z"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/armor-apt/armor/manifest/cas"
@@ -39,6 +40,7 @@ func newObjects(base context.Context, store cas.Store, size ByteSize, timeout ti
 		MaxCost:            int64(size),
 		BufferItems:        64,
 		IgnoreInternalCost: true,
+		KeyToHash:          keyHash,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create object cache: %w", err)
@@ -46,28 +48,60 @@ func newObjects(base context.Context, store cas.Store, size ByteSize, timeout ti
 	return &objects{cache: c, store: store, timeout: timeout, base: base, m: m}, nil
 }
 
-// get returns the whole object, from the cache or, on a miss, from the store. The
-// returned slice is shared and must not be modified.
-func (o *objects) get(sum string, size int64) ([]byte, error) {
-	if b, ok := o.cache.Get(sum); ok {
+// The cache is keyed by cacheKey(sum), the first 128 bits of the SHA-256 as 16 raw
+// bytes, and keyHash takes its two 64-bit halves as the cache's two key hashes: the
+// digest is already uniform, so hashing the key again (the default: two hashes of the
+// 64-byte hex string on every hit) is wasted work. Ristretto tells items apart by those
+// two hashes alone, as it did with the default; routes carry their key precomputed.
+func cacheKey(sum string) string {
+	var d [32]byte
+	if len(sum) != 64 {
+		return "x" + sum
+	}
+	if _, err := hex.Decode(d[:], []byte(sum)); err != nil {
+		return "x" + sum
+	}
+	return string(d[:16])
+}
+
+// keyHash is the cache's KeyToHash; keys not made by cacheKey from a hex digest (any
+// length but 16) take the default hashes.
+func keyHash(k string) (uint64, uint64) {
+	if len(k) != 16 {
+		return z.KeyToHash(k)
+	}
+	return le64(k[:8]), le64(k[8:])
+}
+
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// get returns the whole object, from the cache or, on a miss, from the store; key is
+// cacheKey(sum). The returned slice is shared and must not be modified.
+func (o *objects) get(key, sum string, size int64) ([]byte, error) {
+	if b, ok := o.cache.Get(key); ok {
 		o.m.hits.Inc()
 		return b, nil
 	}
 	o.m.misses.Inc()
-	return o.fill(sum, size)
+	return o.fill(key, sum, size)
 }
 
-// fill fetches an object into the cache (once, whatever the number of callers).
-func (o *objects) fill(sum string, size int64) ([]byte, error) {
+// fill fetches an object into the cache (once, whatever the number of callers); key is
+// cacheKey(sum).
+func (o *objects) fill(key, sum string, size int64) ([]byte, error) {
 	v, err, _ := o.flights.Do(sum, func() (any, error) {
-		if b, ok := o.cache.Get(sum); ok {
+		if b, ok := o.cache.Get(key); ok {
 			return b, nil
 		}
 		b, err := o.fetch(sum, size)
 		if err != nil {
 			return nil, err
 		}
-		o.cache.Set(sum, b, int64(len(b)))
+		o.cache.Set(key, b, int64(len(b)))
 		o.cache.Wait()
 		return b, nil
 	})
@@ -79,7 +113,7 @@ func (o *objects) fill(sum string, size int64) ([]byte, error) {
 
 // cached reports whether the object is in the cache, without counting a hit.
 func (o *objects) cached(sum string) bool {
-	_, ok := o.cache.Get(sum)
+	_, ok := o.cache.Get(cacheKey(sum))
 	return ok
 }
 

@@ -11,6 +11,62 @@ func CleanPath(raw string) (string, int) {
 	return string(b), status
 }
 
+// cleanPath is CleanPath for the handler: when raw needs no percent-decoding the result
+// is raw[1:] itself (no copy); otherwise it is decoded into buf by appendCleanPath. It
+// returns exactly what appendCleanPath would (FuzzCleanPathFast checks this).
+func cleanPath(buf, raw []byte) ([]byte, int) {
+	if len(raw) == 0 || raw[0] != '/' {
+		return buf[:0], 400
+	}
+	seg := 1 // start of the current segment
+	notFound := false
+	for i := 1; i < len(raw); i++ {
+		switch pathClass[raw[i]] {
+		case pcSlash:
+			switch checkSegment(raw[seg:i]) {
+			case 400:
+				return buf[:0], 400
+			case 404:
+				notFound = true
+			}
+			seg = i + 1
+		case pcPercent:
+			return appendCleanPath(buf[:0], raw)
+		case pcBad:
+			return buf[:0], 400
+		}
+	}
+	switch checkSegment(raw[seg:]) {
+	case 400:
+		return buf[:0], 400
+	case 404:
+		notFound = true
+	}
+	if notFound {
+		return buf[:0], 404
+	}
+	return raw[1:], 0
+}
+
+// Byte classes of a raw request path for cleanPath.
+const (
+	pcOK = iota
+	pcSlash
+	pcPercent
+	pcBad // a control byte, DEL or a backslash: 400
+)
+
+var pathClass = func() (t [256]uint8) {
+	for c := range 0x20 {
+		t[c] = pcBad
+	}
+	t[0x7f] = pcBad
+	t['\\'] = pcBad
+	t['/'] = pcSlash
+	t['%'] = pcPercent
+	return t
+}()
+
 // appendCleanPath is CleanPath appending to dst; it allocates only if dst is too small.
 func appendCleanPath(dst, raw []byte) ([]byte, int) {
 	if len(raw) == 0 || raw[0] != '/' {

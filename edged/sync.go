@@ -235,7 +235,7 @@ func (e *Edge) prewarm(ctx context.Context, rels []*release) error {
 			}
 			seen[f.SHA256] = true
 			g.Go(func() error {
-				if _, err := e.objects.fill(f.SHA256, f.Size); err != nil {
+				if _, err := e.objects.fill(cacheKey(f.SHA256), f.SHA256, f.Size); err != nil {
 					return fmt.Errorf("pre-warm %s of release %s: %w", f.Path, rel.m.ID, err)
 				}
 				return nil

@@ -35,7 +35,8 @@ type routeMap struct {
 // route is everything the handler needs to answer for one path, precomputed so the hot
 // path allocates nothing.
 type route struct {
-	sum     string // hex SHA-256: the cache and store key
+	sum     string // hex SHA-256: the store key
+	key     string // cacheKey(sum): the cache key
 	size    int64
 	until   int64 // unix nanoseconds after which a retained-only route is gone; 0: never
 	modTime int64 // unix seconds of Last-Modified; 0: none
@@ -101,7 +102,11 @@ func routesKey(s FeedSite, now time.Time) string {
 // order: the first listed wins). releases must hold every manifest named.
 func buildRoutes(s FeedSite, releases map[string]*release, now time.Time) *routeMap {
 	act := releases[s.Active.Manifest]
-	etags := map[string][]byte{}
+	type shared struct {
+		etag []byte
+		key  string
+	}
+	bySum := map[string]shared{} // one ETag and cache key per object, shared by its paths
 	rm := &routeMap{key: routesKey(s, now), paths: make(map[string]*route, len(act.m.Files)+len(act.m.Packages))}
 	add := func(rel *release, modTime time.Time, until int64, onlyImmutable bool) {
 		types := siblingTypes(rel.m)
@@ -109,12 +114,13 @@ func buildRoutes(s FeedSite, releases map[string]*release, now time.Time) *route
 			if _, ok := rm.paths[p]; ok || (onlyImmutable && !immutablePath(p)) {
 				continue
 			}
-			et, ok := etags[o.SHA256]
+			sh, ok := bySum[o.SHA256]
 			if !ok {
-				et = []byte(`"` + o.SHA256 + `"`)
-				etags[o.SHA256] = et
+				sh = shared{etag: []byte(`"` + o.SHA256 + `"`), key: cacheKey(o.SHA256)}
+				bySum[o.SHA256] = sh
 			}
-			r := &route{sum: o.SHA256, size: o.Size, until: until, etag: et, contentType: types.of(p, o.SHA256), cacheControl: ccShort}
+			r := &route{sum: o.SHA256, key: sh.key, size: o.Size, until: until, etag: sh.etag,
+				contentType: types.of(p, o.SHA256), cacheControl: ccShort}
 			if immutablePath(p) {
 				r.cacheControl = ccImmutable
 			}
