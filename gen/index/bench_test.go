@@ -3,7 +3,11 @@ package index
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -41,7 +45,7 @@ func BenchmarkBuild(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				f, err := Build(stanzas, c)
+				f, err := Build(stanzas, c, "bench")
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -63,7 +67,7 @@ func benchInsert(b *testing.B, stanzas [][]byte, ck chunking) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := build(stanzas, c, ck); err != nil {
+	if _, err := build(stanzas, c, "bench", ck); err != nil {
 		b.Fatal(err)
 	}
 	mid := len(stanzas) / 2
@@ -80,7 +84,7 @@ func benchInsert(b *testing.B, stanzas [][]byte, ck chunking) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		f, err := build(insertAt(stanzas, mid, s), c, ck)
+		f, err := build(insertAt(stanzas, mid, s), c, "bench", ck)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -108,4 +112,73 @@ func BenchmarkChunkSize(b *testing.B) {
 			benchInsert(b, stanzas, ck)
 		})
 	}
+}
+
+// BenchmarkChange measures what armor build meets when one package of a large repository
+// is updated: Build of 100,000 stanzas after one of them changed near the end or in the
+// middle, with the cache and the digest state of the previous build. Each op changes the
+// stanza afresh, so that its chunk is never in the cache. state=false removes the digest
+// state before each op: Build then hashes the three whole files, which is what the caller
+// did before Build returned the digests.
+func BenchmarkChange(b *testing.B) {
+	stanzas := benchStanzas[100_000]()
+	dir := b.TempDir() // one cache for all cases: the cold build is slow
+	for _, at := range []struct {
+		name string
+		i    int
+	}{{"end", len(stanzas) - 10}, {"middle", len(stanzas) / 2}} {
+		for _, state := range []bool{true, false} {
+			b.Run(fmt.Sprintf("at=%s/state=%v", at.name, state), func(b *testing.B) {
+				benchChange(b, stanzas, dir, at.i, state)
+			})
+		}
+	}
+}
+
+// changes numbers the changed stanzas of BenchmarkChange across its cases and runs, so
+// that no change finds its chunk in the shared cache.
+var changes atomic.Int64
+
+func benchChange(b *testing.B, stanzas [][]byte, dir string, at int, state bool) {
+	const name = "dists/bench/main/binary-amd64/Packages"
+	c, err := OpenCache(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := Build(stanzas, c, name); err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(uint64(at), uint64(changes.Add(1))))
+	changed := slices.Clone(stanzas)
+	var ops, misses, digested int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime(b)
+	for b.Loop() {
+		ops++
+		changed[at] = synthStanza(r, synthName(at), fmt.Sprintf("2.%d-1", changes.Add(1)))
+		if !state {
+			b.StopTimer()
+			if err := os.Remove(filepath.Join(dir, stateName(name))); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		c, err := OpenCache(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f, err := Build(changed, c, name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := c.Stats()
+		misses += s.Misses
+		digested += s.Digested
+		reportSizes(b, f)
+	}
+	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(ops), "ms/op")
+	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(ops)/1e6, "cpu-ms/op")
+	b.ReportMetric(float64(misses)/float64(ops), "compressed-chunks/op")
+	b.ReportMetric(float64(digested)/float64(ops)/1e6, "hashed-MB/op")
 }

@@ -12,22 +12,36 @@ import (
 // Files is one Packages index in its three served forms.
 type Files struct {
 	Plain, Gzip, Xz []byte
-	// Entries names the cache entries the index is made of (nil when built without a
-	// cache). Keep them beside the index: when a later build reuses the index unchanged,
-	// pass them to Cache.Keep so that Cache.Prune does not evict them.
+	// Digests are the sizes and sums Release lists for Plain, Gzip and Xz, in that order.
+	Digests [3]Digests
+	// Entries names the cache entries the index is made of, its digest state included (nil
+	// when built without a cache). Keep them beside the index: when a later build reuses
+	// the index unchanged, pass them to Cache.Keep so that Cache.Prune does not evict them.
 	Entries []string
 }
 
-// Build assembles the index of stanzas, in the given order. Each stanza is one paragraph
-// ending with "\n"; Build follows each with one blank line, as apt-ftparchive does, so a
-// non-empty index ends with "\n\n" and an empty one is the empty file (with the gzip and xz
-// forms of the empty file). A stanza that is not one such paragraph is an error wrapping
-// ErrStanza. c may be nil: then every chunk is compressed.
+// Digests are the size and the sums of one served form of an index, as Release lists them.
+type Digests struct {
+	Size              int64
+	MD5, SHA1, SHA256 string // lowercase hex
+}
+
+// Build assembles the index of stanzas, in the given order, and its digests. Each stanza is
+// one paragraph ending with "\n"; Build follows each with one blank line, as apt-ftparchive
+// does, so a non-empty index ends with "\n\n" and an empty one is the empty file (with the
+// gzip and xz forms of the empty file). A stanza that is not one such paragraph is an error
+// wrapping ErrStanza.
 //
-// The result depends only on stanzas, never on what c holds. Compression of the chunks
-// missing from c runs on all cores.
-func Build(stanzas [][]byte, c *Cache) (*Files, error) {
-	return build(stanzas, c, defaultChunking)
+// name identifies the index across builds (for example
+// "dists/stable/main/binary-amd64/Packages"); it is an opaque key under which c keeps the
+// digest state of the build, so that the next build of the same name hashes only what
+// follows its first changed chunk. c may be nil: then every chunk is compressed and every
+// byte hashed.
+//
+// The result depends only on stanzas, never on name or on what c holds. Compression of the
+// chunks missing from c, and hashing, run on all cores.
+func Build(stanzas [][]byte, c *Cache, name string) (*Files, error) {
+	return build(stanzas, c, name, defaultChunking)
 }
 
 // form is one compressed form of a chunk: a gzip member or an xz block.
@@ -38,6 +52,7 @@ type form struct {
 	size   int
 	off    int    // offset in the output
 	aux    uint64 // gzip: plain length; xz: unpadded size of the block
+	crc    uint32 // the check of its cache entry (with a cache only)
 }
 
 // chunk is one chunk of the index while it is built.
@@ -48,7 +63,7 @@ type chunk struct {
 	gz, xz     form
 }
 
-func build(stanzas [][]byte, c *Cache, ck chunking) (*Files, error) {
+func build(stanzas [][]byte, c *Cache, name string, ck chunking) (*Files, error) {
 	hashes, err := hashStanzas(stanzas)
 	if err != nil {
 		return nil, err
@@ -77,11 +92,15 @@ func build(stanzas [][]byte, c *Cache, ck chunking) (*Files, error) {
 			return nil, err
 		}
 		if ok {
+			if err := digestFiles(f, chunks, c, name); err != nil {
+				return nil, err
+			}
 			if c != nil {
-				f.Entries = make([]string, 0, 2*len(chunks))
+				f.Entries = make([]string, 0, 2*len(chunks)+1)
 				for i := range chunks {
 					f.Entries = append(f.Entries, entryName(chunks[i].sum, kindGzip), entryName(chunks[i].sum, kindXZ))
 				}
+				f.Entries = append(f.Entries, stateName(name))
 			}
 			return f, nil
 		}
@@ -113,7 +132,11 @@ func emptyFiles() (*Files, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build index: %w", err)
 	}
-	return &Files{Plain: []byte{}, Gzip: gz, Xz: append(xzStreamHeader(), xzIndexAndFooter(nil)...)}, nil
+	f := &Files{Plain: []byte{}, Gzip: gz, Xz: append(xzStreamHeader(), xzIndexAndFooter(nil)...)}
+	for i, b := range [][]byte{f.Plain, f.Gzip, f.Xz} {
+		f.Digests[i] = digestsOf(b)
+	}
+	return f, nil
 }
 
 // hashStanzas checks every stanza and returns the hashes chunk boundaries are cut on.
@@ -186,7 +209,9 @@ func compressForm(fm *form, sum [32]byte, plain []byte, c *Cache) error {
 		return nil
 	}
 	c.misses.Add(1)
-	return c.put(entryName(sum, fm.kind), fm.data, fm.aux)
+	var err error
+	fm.crc, err = c.put(entryName(sum, fm.kind), fm.data, fm.aux)
+	return err
 }
 
 // assemble writes the gzip members one after the other, and the xz blocks into one stream,
@@ -217,12 +242,12 @@ func assemble(chunks []chunk, c *Cache) (gz, xz []byte, ok bool, err error) {
 				copy(dst, fm.data)
 				continue
 			}
-			aux, ok, err := c.readInto(entryName(ch.sum, fm.kind), dst)
+			m, ok, err := c.readInto(entryName(ch.sum, fm.kind), dst)
 			if err != nil {
 				return err
 			}
-			if ok && validAux(fm.kind, aux, fm.size, ch.size) {
-				fm.aux = aux
+			if ok && validAux(fm.kind, m.aux, fm.size, ch.size) {
+				fm.aux, fm.crc = m.aux, m.crc
 				c.hits.Add(1)
 				continue
 			}

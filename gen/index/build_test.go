@@ -18,12 +18,17 @@ import (
 // small cuts chunks of a few KiB, so that test indexes have many members and blocks.
 var small = chunking{min: 1 << 10, avg: 4 << 10, max: 16 << 10}
 
+// testName is the index name the tests build under unless they say otherwise.
+const testName = "dists/test/main/binary-amd64/Packages"
+
+// mustBuild builds stanzas under testName and checks the digests against the whole files.
 func mustBuild(t testing.TB, stanzas [][]byte, c *Cache, ck chunking) *Files {
 	t.Helper()
-	f, err := build(stanzas, c, ck)
+	f, err := build(stanzas, c, testName, ck)
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
+	checkDigests(t, f)
 	return f
 }
 
@@ -202,7 +207,7 @@ func TestBuildRejectsMalformedStanza(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			stanzas := [][]byte{[]byte("Package: ok\n"), []byte(tc.stanza)}
-			_, err := Build(stanzas, nil)
+			_, err := Build(stanzas, nil, testName)
 			if !errors.Is(err, ErrStanza) {
 				t.Fatalf("Build: got error %v, want %v", err, ErrStanza)
 			}
@@ -234,10 +239,11 @@ func TestBuildDeterministic(t *testing.T) {
 // TestEmptyIndexMatchesTools checks that the empty index's compressed forms are exactly what
 // gzip -9n and xz write for empty input, as in archives made with those tools.
 func TestEmptyIndexMatchesTools(t *testing.T) {
-	f, err := Build(nil, nil)
+	f, err := Build(nil, nil, testName)
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkDigests(t, f)
 	if len(f.Plain) != 0 {
 		t.Errorf("plain: got %q, want empty", f.Plain)
 	}
@@ -297,7 +303,7 @@ func FuzzBuild(f *testing.F) {
 		if len(in) > 0 {
 			stanzas = bytes.Split(in, []byte{0})
 		}
-		got, err := build(stanzas, nil, tiny)
+		got, err := build(stanzas, nil, "", tiny)
 		if err != nil {
 			if !errors.Is(err, ErrStanza) {
 				t.Fatalf("build: unexpected error %v", err)
@@ -311,5 +317,6 @@ func FuzzBuild(f *testing.F) {
 		sameBytes(t, "plain", got.Plain, want)
 		sameBytes(t, "gzip", gunzipGo(t, got.Gzip), want)
 		sameBytes(t, "xz", unxzGo(t, got.Xz), want)
+		checkDigests(t, got)
 	})
 }

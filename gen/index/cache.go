@@ -17,28 +17,38 @@ import (
 )
 
 // Cache stores compressed chunks on disk, one file per chunk and format, named by the
-// SHA-256 of the chunk's plain bytes. It is safe for concurrent use by several Builds.
+// SHA-256 of the chunk's plain bytes, and one digest state per index name (the hash states
+// at the chunk boundaries of its last build), named by the SHA-256 of the name. It is safe
+// for concurrent use by several Builds; two Builds of one name at once leave the state of
+// either.
 //
 // Writes are atomic (temp file, then rename) but not fsynced: every entry ends with a
-// CRC-32C of its contents, and an entry that is short, torn or altered is recomputed and
-// rewritten, never used. A crash therefore costs at most some recompression.
+// CRC-32C of its name and contents, and an entry that is short, torn or altered is
+// recomputed and rewritten, never used. A crash therefore costs at most some recompression
+// and rehashing.
 //
 // Prune bounds the cache: it drops entries neither used in this session nor in the last
-// two weeks. An index reused unchanged is not built, so name its entries with Keep.
+// two weeks. Digest states are entries like the others, listed in Files.Entries: a Build
+// uses its own, so Prune keeps it. An index reused unchanged is not built, so name its
+// entries with Keep; a digest state lost all the same costs one full hashing of its index.
 type Cache struct {
 	dir string
 
 	mu   sync.Mutex
 	used map[string]struct{} // entry names read or written since OpenCache
 
-	hits, misses, corrupt atomic.Int64
+	hits, misses, corrupt, digested atomic.Int64
 }
 
 // CacheStats counts cache lookups since OpenCache.
 type CacheStats struct {
 	Hits    int64 // entries found intact and used
 	Misses  int64 // chunks compressed because no intact entry was found
-	Corrupt int64 // entries found but rejected (and rewritten)
+	Corrupt int64 // entries found but rejected (and rewritten), digest state files included
+	// Digested counts the bytes hashed for Files.Digests, each byte once for its three sums.
+	// A build that finds the digest state of its previous build hashes only the bytes from
+	// the first changed chunk on (and the small xz index and footer).
+	Digested int64
 }
 
 // Entry kinds. The suffix names the format and its parameters; change it whenever the bytes
@@ -66,7 +76,8 @@ func OpenCache(dir string) (*Cache, error) {
 
 // Stats returns the lookup counts since OpenCache.
 func (c *Cache) Stats() CacheStats {
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Corrupt: c.corrupt.Load()}
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Corrupt: c.corrupt.Load(),
+		Digested: c.digested.Load()}
 }
 
 func entryName(sum [32]byte, kind string) string {
@@ -90,33 +101,39 @@ func (c *Cache) size(name string) (payload int, ok bool) {
 	return int(info.Size()) - trailerSize, true
 }
 
+// meta is what an intact entry's trailer records.
+type meta struct {
+	aux uint64 // meaning per kind
+	crc uint32 // CRC-32C of the entry's name, payload and aux
+}
+
 // readInto reads the payload of the entry called name into dst, which must be exactly as
-// long as the payload, and returns the entry's aux value. ok is false when the entry is
+// long as the payload, and returns what its trailer records. ok is false when the entry is
 // missing, has changed length since size, or fails its check; then dst holds garbage. Only
 // an unexpected read error is returned as an error.
-func (c *Cache) readInto(name string, dst []byte) (aux uint64, ok bool, err error) {
+func (c *Cache) readInto(name string, dst []byte) (m meta, ok bool, err error) {
 	f, err := os.Open(filepath.Join(c.dir, name))
 	if errors.Is(err, fs.ErrNotExist) {
-		return 0, false, nil
+		return meta{}, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("read index cache entry %s: %w", name, err)
+		return meta{}, false, fmt.Errorf("read index cache entry %s: %w", name, err)
 	}
 	defer f.Close()
 	var trailer [trailerSize + 1]byte // one more byte to see that the entry ends there
 	if _, err := io.ReadFull(f, dst); err != nil {
-		return 0, false, c.reject(err)
+		return meta{}, false, c.reject(err)
 	}
 	n, err := io.ReadFull(f, trailer[:])
 	if n != trailerSize || err != io.ErrUnexpectedEOF {
-		return 0, false, c.reject(err)
+		return meta{}, false, c.reject(err)
 	}
-	aux, ok = checkTrailer(name, dst, trailer[:trailerSize])
+	aux, ok := checkTrailer(name, dst, trailer[:trailerSize])
 	if !ok {
-		return 0, false, c.reject(nil)
+		return meta{}, false, c.reject(nil)
 	}
 	c.markUsed(name)
-	return aux, true, nil
+	return meta{aux: aux, crc: binary.LittleEndian.Uint32(trailer[8:])}, true, nil
 }
 
 // reject counts an entry that cannot be used; a read error other than a short file is
@@ -156,13 +173,15 @@ func entryCRC(name string, payloadAux []byte) uint32 {
 	return crc32.Update(crc32.Checksum([]byte(name), castagnoli), castagnoli, payloadAux)
 }
 
-// put stores an entry atomically.
-func (c *Cache) put(name string, payload []byte, aux uint64) error {
+// put stores an entry atomically and returns the CRC its trailer records.
+func (c *Cache) put(name string, payload []byte, aux uint64) (crc uint32, err error) {
+	entry := encodeEntry(name, payload, aux)
+	crc = binary.LittleEndian.Uint32(entry[len(entry)-trailerSize+8:])
 	f, err := os.CreateTemp(c.dir, tmpPre+name+".*")
 	if err != nil {
-		return fmt.Errorf("write index cache entry %s: %w", name, err)
+		return 0, fmt.Errorf("write index cache entry %s: %w", name, err)
 	}
-	_, err = f.Write(encodeEntry(name, payload, aux))
+	_, err = f.Write(entry)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -171,10 +190,10 @@ func (c *Cache) put(name string, payload []byte, aux uint64) error {
 	}
 	if err != nil {
 		os.Remove(f.Name())
-		return fmt.Errorf("write index cache entry %s: %w", name, err)
+		return 0, fmt.Errorf("write index cache entry %s: %w", name, err)
 	}
 	c.markUsed(name)
-	return nil
+	return crc, nil
 }
 
 // Retention. Prune deletes an entry only when no Build used it since OpenCache and it has

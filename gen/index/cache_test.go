@@ -162,7 +162,7 @@ func TestCacheConcurrentBuilds(t *testing.T) {
 	got := make([]*Files, len(inputs))
 	errs := make([]error, len(inputs))
 	for i, in := range inputs {
-		wg.Go(func() { got[i], errs[i] = build(in, c, small) })
+		wg.Go(func() { got[i], errs[i] = build(in, c, testName, small) }) // one state for all
 	}
 	wg.Wait()
 	for i, in := range inputs {
@@ -170,7 +170,7 @@ func TestCacheConcurrentBuilds(t *testing.T) {
 			t.Fatalf("build %d: %v", i, errs[i])
 		}
 		want := mustBuild(t, in, nil, small)
-		if !bytes.Equal(got[i].Xz, want.Xz) || !bytes.Equal(got[i].Gzip, want.Gzip) {
+		if !bytes.Equal(got[i].Xz, want.Xz) || !bytes.Equal(got[i].Gzip, want.Gzip) || got[i].Digests != want.Digests {
 			t.Errorf("build %d differs from a build without cache", i)
 		}
 	}
@@ -219,12 +219,15 @@ func FuzzDecodeEntry(f *testing.F) {
 			return
 		}
 		dst := make([]byte, size)
-		gotAux, gotOK, err := c.readInto(name, dst)
+		m, gotOK, err := c.readInto(name, dst)
 		if err != nil {
 			t.Fatalf("readInto: %v", err)
 		}
-		if gotOK != ok || ok && (gotAux != aux || !bytes.Equal(dst, payload)) {
-			t.Errorf("readInto = %d, %v; decodeEntry = %d, %v", gotAux, gotOK, aux, ok)
+		if gotOK != ok || ok && (m.aux != aux || !bytes.Equal(dst, payload)) {
+			t.Errorf("readInto = %d, %v; decodeEntry = %d, %v", m.aux, gotOK, aux, ok)
+		}
+		if ok && m.crc != entryCRC(name, b[:len(b)-trailerSize+8]) {
+			t.Errorf("readInto crc %08x is not the entry's check", m.crc)
 		}
 	})
 }

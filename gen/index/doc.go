@@ -10,6 +10,11 @@
 // stream holding the blocks, with its index and footer written afresh. apt 2.6 accepts
 // both (several gzip members; one xz stream of several blocks).
 //
-// Output is deterministic: the same stanzas give the same bytes whether or not a cache is
-// used and whatever it holds.
+// Build also returns the size, MD5, SHA-1 and SHA-256 of each form, as Release lists them.
+// The cache keeps, per index name, the hash states at every chunk boundary of the last
+// build, keyed by a chain id derived from the content before the boundary, so that the
+// next build hashes only from its first changed chunk to the end (see digest.go).
+//
+// Output is deterministic: the same stanzas give the same bytes and digests whether or not
+// a cache is used and whatever it holds.
 package index
