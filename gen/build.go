@@ -9,8 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/armor-apt/armor/gen/index"
@@ -105,13 +105,22 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	b.icache = icache
 	tw := newTreeWriter(o.TreeDir)
 	b.tw = tw
-	if err := b.generate(ctx); err != nil {
+	// Pool files are copied while the indexes are compressed: a first build is as much
+	// file creation (kernel time) as compression (user time), and the two overlap well.
+	// Both only stage files; nothing is visible before Commit.
+	pool := make(chan error, 1)
+	go func() { pool <- b.stagePool() }()
+	abort := func(err error) (*Result, error) {
+		<-pool
 		tw.Abort()
 		return nil, err
 	}
+	if err := b.generate(ctx); err != nil {
+		return abort(err)
+	}
 	res := &Result{Stats: b.stats}
 	if !b.changed() {
-		tw.Abort()
+		abort(nil)
 		res.UpToDate = true
 		res.Manifest = o.Previous
 		res.Stats.Packages = len(o.Previous.Packages)
@@ -129,14 +138,12 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		m.Parent = o.Previous.ID
 	}
 	if err := manifest.Seal(m); err != nil {
-		tw.Abort()
-		return nil, err
+		return abort(err)
 	}
 	if err := m.Validate(); err != nil {
-		tw.Abort()
-		return nil, fmt.Errorf("built manifest is invalid: %w", err)
+		return abort(fmt.Errorf("built manifest is invalid: %w", err))
 	}
-	if err := b.stagePool(); err != nil {
+	if err := <-pool; err != nil {
 		tw.Abort()
 		return nil, err
 	}
@@ -201,8 +208,11 @@ type builder struct {
 	icache *index.Cache
 	tw     *treeWriter
 
-	inputs   map[string]*input // by path
-	bySum    map[string]*input // a path per distinct .deb
+	ins      []*input          // every input, sorted by path
+	fresh    map[string]*input // by digest: the inputs read in this build
+	bySumMu  sync.Mutex        // inputFor runs from the pool stager and the index writer
+	bySum    map[string]*input // by digest: every input, made when first needed
+	added    []int             // indexes in packages of those the previous release lacks
 	packages []manifest.Package
 	files    []manifest.File
 	wrote    bool
@@ -216,96 +226,150 @@ func (b *builder) progress(phase string, done, total int) {
 }
 
 // collect reads the inputs, validates them and computes the package list.
+//
+// It holds every input of a large repository at once, so it checks for conflicts on
+// sorted slices rather than in maps keyed by path or identity: at 100,000 packages the
+// maps cost more than the rest of an incremental build's bookkeeping.
 func (b *builder) collect(ctx context.Context) error {
-	type claim struct {
-		suite, component string
-		path             string
+	type group struct {
+		suite Suite
+		comp  string
+		files []inputFile
 	}
-	var claims []claim
-	var all []string
-	stats := map[string]fileStat{}
+	var groups []group
+	var all []inputFile
 	for _, s := range b.o.Suites {
 		for _, comp := range s.Components {
-			paths, err := expandInputs(b.o.BaseDir, s.Inputs[comp], stats)
+			files, err := expandInputs(b.o.BaseDir, s.Inputs[comp])
 			if err != nil {
 				return fmt.Errorf("suite %s component %s: %w", s.Codename, comp, err)
 			}
-			for _, p := range paths {
-				claims = append(claims, claim{s.Codename, comp, p})
-				all = append(all, p)
-			}
+			groups = append(groups, group{s, comp, files})
+			all = append(all, files...)
 		}
 	}
-	sort.Strings(all)
-	all = slices.Compact(all)
-	ins, read, err := readInputs(ctx, all, stats, b.cache, b.o.Verify, func(d, t int) { b.progress("read", d, t) })
+	if len(groups) > 1 {
+		all = sortedInputs(all)
+	}
+	ins, read, err := readInputs(ctx, all, b.cache, b.o.Verify, func(d, t int) { b.progress("read", d, t) })
 	if err != nil {
 		return err
 	}
 	b.stats.Inputs, b.stats.Read = len(all), read
-	b.inputs = make(map[string]*input, len(ins))
-	b.bySum = make(map[string]*input, len(ins))
+	b.ins = ins
+	b.fresh = map[string]*input{}
 	for _, in := range ins {
-		b.inputs[in.Path] = in
-		if prev, ok := b.bySum[in.SHA256]; !ok || prev.pkg == nil && in.pkg != nil {
-			b.bySum[in.SHA256] = in
+		if in.pkg != nil {
+			b.fresh[in.SHA256] = in
 		}
 	}
-	suites := map[string]Suite{}
-	for _, s := range b.o.Suites {
-		suites[s.Codename] = s
+	// A claim is one input in one suite's component, in the order of the configuration.
+	type claim struct {
+		pkg   manifest.Package
+		in    *input
+		order int
 	}
-	// A pool path, once published, keeps its bytes: clients holding an index of an earlier
-	// release fetch it by that path and check its hash (dak and aptly refuse the same).
-	published := map[string]string{}
-	if b.o.Previous != nil {
-		for _, p := range b.o.Previous.Packages {
-			published[p.Path] = p.SHA256
+	var claims []claim
+	for _, g := range groups {
+		j := 0 // g.files and all are both sorted by path
+		for _, f := range g.files {
+			for all[j].path != f.path {
+				j++
+			}
+			in := ins[j]
+			if in.Architecture != "all" && !slices.Contains(g.suite.Architectures, in.Architecture) {
+				return fmt.Errorf("%s: field Architecture: %q is not one of suite %s's architectures (%s); add it to the suite or remove the file",
+					in.Path, in.Architecture, g.suite.Codename, strings.Join(g.suite.Architectures, ", "))
+			}
+			claims = append(claims, claim{
+				pkg: manifest.Package{
+					Suite: g.suite.Codename, Component: g.comp,
+					Name: in.Name, Version: in.Version, Architecture: in.Architecture,
+					Path: poolPath(g.comp, in), Size: in.Size, SHA256: in.SHA256,
+				},
+				in: in, order: len(claims),
+			})
 		}
 	}
-	byKey := map[manifest.Key]string{} // key -> input path
-	byPool := map[string]string{}      // pool path -> input path
-	for _, c := range claims {
-		in := b.inputs[c.path]
-		s := suites[c.suite]
-		if in.Architecture != "all" && !slices.Contains(s.Architectures, in.Architecture) {
-			return fmt.Errorf("%s: field Architecture: %q is not one of suite %s's architectures (%s); add it to the suite or remove the file",
-				in.Path, in.Architecture, s.Codename, strings.Join(s.Architectures, ", "))
-		}
-		p := manifest.Package{
-			Suite: c.suite, Component: c.component,
-			Name: in.Name, Version: in.Version, Architecture: in.Architecture,
-			Path: poolPath(c.component, in), Size: in.Size, SHA256: in.SHA256,
-		}
-		if other, ok := byKey[p.Key()]; ok {
-			if b.inputs[other].SHA256 == in.SHA256 {
+	// Canonical order, ties in configuration order: one identity claimed twice sits side
+	// by side, the first claim first.
+	slices.SortFunc(claims, func(x, y claim) int {
+		return cmp.Or(comparePackages(x.pkg, y.pkg), cmp.Compare(x.order, y.order))
+	})
+	b.packages = make([]manifest.Package, 0, len(claims))
+	kept := claims[:0]
+	for i, c := range claims {
+		if i > 0 && c.pkg.Key() == claims[i-1].pkg.Key() {
+			first := claims[i-1]
+			if first.in.SHA256 == c.in.SHA256 {
 				continue // the same file twice: de-duplicated
 			}
+			p := c.pkg
 			return fmt.Errorf("%w: %s and %s are both %s %s (%s) in %s/%s but differ; remove one",
-				ErrConflict, other, in.Path, p.Name, p.Version, p.Architecture, p.Suite, p.Component)
+				ErrConflict, first.in.Path, c.in.Path, p.Name, p.Version, p.Architecture, p.Suite, p.Component)
 		}
-		if other, ok := byPool[p.Path]; ok && b.inputs[other].SHA256 != in.SHA256 {
+		kept = append(kept, c)
+		b.packages = append(b.packages, c.pkg)
+	}
+	// One pool path, one file: a path is shared by suites, and versions differing only in
+	// their epoch share a file name.
+	byPath := slices.Clone(kept)
+	slices.SortStableFunc(byPath, func(x, y claim) int { return strings.Compare(x.pkg.Path, y.pkg.Path) })
+	for i := 1; i < len(byPath); i++ {
+		if x, y := byPath[i-1], byPath[i]; x.pkg.Path == y.pkg.Path && x.pkg.SHA256 != y.pkg.SHA256 {
+			if y.order < x.order {
+				x, y = y, x
+			}
 			return fmt.Errorf("%w: %s and %s would both be published as %s but differ; remove one",
-				ErrConflict, other, in.Path, p.Path)
-		}
-		byKey[p.Key()] = in.Path
-		byPool[p.Path] = in.Path
-		b.packages = append(b.packages, p)
-	}
-	for _, p := range b.packages {
-		if sum, ok := published[p.Path]; ok && sum != p.SHA256 {
-			return fmt.Errorf("%w: %s is %s %s (%s), already published as %s with different contents; apt clients holding the previous index would get a hash sum mismatch: give the new build a new version (for example a +b1 binNMU suffix)",
-				ErrConflict, byPool[p.Path], p.Name, p.Version, p.Architecture, p.Path)
+				ErrConflict, x.in.Path, y.in.Path, x.pkg.Path)
 		}
 	}
-	m := manifest.Manifest{Packages: b.packages}
-	m.Sort()
-	b.packages = m.Packages
-	b.diffStats()
+	added := b.diffStats()
+	b.added = added
+	// A pool path, once published, keeps its bytes: clients holding an index of an earlier
+	// release fetch it by that path and check its hash (dak and aptly refuse the same).
+	// Only packages the previous release does not list as they are can break that rule.
+	if len(added) > 0 && b.o.Previous != nil {
+		byNewPath := make(map[string]claim, len(added))
+		for _, i := range added {
+			byNewPath[kept[i].pkg.Path] = kept[i]
+		}
+		for _, p := range b.o.Previous.Packages {
+			if c, ok := byNewPath[p.Path]; ok && c.pkg.SHA256 != p.SHA256 {
+				return fmt.Errorf("%w: %s is %s %s (%s), already published as %s with different contents; apt clients holding the previous index would get a hash sum mismatch: give the new build a new version (for example a +b1 binNMU suffix)",
+					ErrConflict, c.in.Path, c.pkg.Name, c.pkg.Version, c.pkg.Architecture, p.Path)
+			}
+		}
+	}
 	return nil
 }
 
-func (b *builder) diffStats() {
+// sortedInputs sorts files by path and drops repeated paths.
+func sortedInputs(files []inputFile) []inputFile {
+	slices.SortFunc(files, func(a, b inputFile) int { return strings.Compare(a.path, b.path) })
+	return slices.CompactFunc(files, func(a, b inputFile) bool { return a.path == b.path })
+}
+
+// inputFor returns an input file whose digest is sum, preferring one read in this build
+// (its stanza is at hand). It is nil when no input has that digest.
+func (b *builder) inputFor(sum string) *input {
+	if in, ok := b.fresh[sum]; ok {
+		return in
+	}
+	b.bySumMu.Lock()
+	defer b.bySumMu.Unlock()
+	if b.bySum == nil {
+		b.bySum = make(map[string]*input, len(b.ins))
+		for _, in := range b.ins {
+			b.bySum[in.SHA256] = in
+		}
+	}
+	return b.bySum[sum]
+}
+
+// diffStats counts the packages added and removed since the previous release and
+// returns the indexes in b.packages of those it does not list as they are.
+func (b *builder) diffStats() (added []int) {
 	var prev []manifest.Package
 	if b.o.Previous != nil {
 		prev = b.o.Previous.Packages
@@ -319,6 +383,7 @@ func (b *builder) diffStats() {
 			i++
 		case i == len(prev):
 			b.stats.Added++
+			added = append(added, j)
 			j++
 		default:
 			switch c := comparePackageKeys(prev[i], b.packages[j]); {
@@ -327,16 +392,26 @@ func (b *builder) diffStats() {
 				i++
 			case c > 0:
 				b.stats.Added++
+				added = append(added, j)
 				j++
 			default:
 				if prev[i].SHA256 != b.packages[j].SHA256 {
 					b.stats.Added++
+				}
+				if prev[i] != b.packages[j] {
+					added = append(added, j)
 				}
 				i++
 				j++
 			}
 		}
 	}
+	return added
+}
+
+// comparePackages is the manifest's canonical order of packages.
+func comparePackages(a, b manifest.Package) int {
+	return cmp.Or(comparePackageKeys(a, b), strings.Compare(a.Path, b.Path))
 }
 
 func comparePackageKeys(a, b manifest.Package) int {
@@ -366,42 +441,47 @@ func (b *builder) changed() bool {
 // in place (--verify rehashes it); anything else is copied, so a replaced input of the
 // same size is never mistaken for the old one.
 func (b *builder) stagePool() error {
-	var prev map[string]manifest.Object
-	if _, err := os.Stat(filepath.Join(b.o.TreeDir, "pool")); b.o.Previous != nil && err == nil {
-		prev = b.o.Previous.Paths() // a tree removed whole is rebuilt whole; --verify repairs parts
+	todo := b.packages
+	if _, err := os.Stat(filepath.Join(b.o.TreeDir, "pool")); b.o.Previous != nil && err == nil && !b.o.Verify {
+		// As indexes are: the previous build wrote and renamed the others in place. A tree
+		// removed whole is rebuilt whole; --verify repairs parts.
+		todo = make([]manifest.Package, len(b.added))
+		for i, j := range b.added {
+			todo[i] = b.packages[j]
+		}
 	}
 	// Copies run in parallel: a first build of a large repository is mostly file-system
 	// round trips, which overlap well.
 	g := new(errgroup.Group)
 	g.SetLimit(8)
-	staged := make(map[string]bool)
-	for _, p := range b.packages {
+	staged := make(map[string]bool, len(todo))
+	for _, p := range todo {
 		if staged[p.Path] {
 			continue // the same file in two suites
 		}
 		staged[p.Path] = true
-		dst := filepath.Join(b.o.TreeDir, filepath.FromSlash(p.Path))
-		if old, ok := prev[p.Path]; ok && old.SHA256 == p.SHA256 && !b.o.Verify {
-			continue // as indexes are: the previous build wrote and renamed it in place
+		src := b.inputFor(p.SHA256)
+		if src == nil {
+			return fmt.Errorf("no input file for %s %s (%s)", p.Name, p.Version, p.Architecture)
 		}
 		g.Go(func() error {
 			if b.o.Verify {
+				dst := filepath.Join(b.o.TreeDir, filepath.FromSlash(p.Path))
 				if sum, err := fileSHA256(dst); err == nil && sum == p.SHA256 {
 					return nil
 				}
 			}
-			return b.tw.CopyFile(p.Path, b.bySum[p.SHA256].Path)
+			return b.tw.CopyFile(p.Path, src.Path)
 		})
 	}
 	return g.Wait()
 }
 
 func (b *builder) saveCache(m *manifest.Manifest) {
-	entries := make(map[string]input, len(b.inputs))
-	for p, in := range b.inputs {
-		c := *in
-		c.pkg = nil
-		entries[p] = c
+	entries := make([]input, len(b.ins))
+	for i, in := range b.ins {
+		entries[i] = *in
+		entries[i].pkg = nil
 	}
 	b.cache.Entries = entries
 	if m != nil && b.o.Previous != nil {
@@ -418,18 +498,46 @@ func (b *builder) saveCache(m *manifest.Manifest) {
 // pruneKept deletes the tree paths kept from the release before the previous one and
 // returns the previous release's paths that m no longer lists, to delete next time.
 func (b *builder) pruneKept(m *manifest.Manifest) []string {
-	now := m.Paths()
+	// The candidates are few: the old kept paths, and the previous release's files and
+	// packages that m does not list as they were. One pass over m rules out those it still
+	// serves (a pool file may move between suites, or stay for another suite).
+	const oldKept, newKept = 1, 2
+	cand := map[string]int{}
 	for _, p := range b.cache.Kept {
-		if _, ok := now[p]; !ok {
-			os.Remove(filepath.Join(b.o.TreeDir, filepath.FromSlash(p)))
+		cand[p] |= oldKept
+	}
+	prev := b.o.Previous
+	for i, j := 0, 0; i < len(prev.Files); i++ { // both sorted by path
+		for j < len(m.Files) && m.Files[j].Path < prev.Files[i].Path {
+			j++
+		}
+		if j == len(m.Files) || m.Files[j].Path != prev.Files[i].Path {
+			cand[prev.Files[i].Path] |= newKept
 		}
 	}
+	for i, j := 0, 0; i < len(prev.Packages); i++ { // both in canonical order
+		for j < len(m.Packages) && comparePackages(m.Packages[j], prev.Packages[i]) < 0 {
+			j++
+		}
+		if j == len(m.Packages) || m.Packages[j].Path != prev.Packages[i].Path {
+			cand[prev.Packages[i].Path] |= newKept
+		}
+	}
+	for _, p := range m.Packages {
+		delete(cand, p.Path)
+	}
+	for _, f := range m.Files {
+		delete(cand, f.Path)
+	}
 	var kept []string
-	for p := range b.o.Previous.Paths() {
-		if _, ok := now[p]; !ok {
+	for p, how := range cand {
+		if how&oldKept != 0 && how&newKept == 0 {
+			os.Remove(filepath.Join(b.o.TreeDir, filepath.FromSlash(p)))
+		}
+		if how&newKept != 0 {
 			kept = append(kept, p)
 		}
 	}
-	sort.Strings(kept)
+	slices.Sort(kept)
 	return kept
 }

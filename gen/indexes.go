@@ -57,7 +57,7 @@ func (b *builder) generate(ctx context.Context) error {
 					b.progress("index", done, total)
 					continue
 				}
-				if err := b.writeIndex(dist, rel, members[key], sums); err != nil {
+				if err := b.writeIndex(dist, rel, members[key], prevMembers[key], sums); err != nil {
 					return fmt.Errorf("index %s%s: %w", dist, rel, err)
 				}
 				changed = true
@@ -154,18 +154,18 @@ func byHashPath(indexPath, sum string) string {
 }
 
 // writeIndex regenerates one Packages index in its three forms.
-func (b *builder) writeIndex(dist, rel string, members []*manifest.Package, sums map[string]Digests) error {
-	stanzas, err := b.stanzas(dist+rel, members)
+func (b *builder) writeIndex(dist, rel string, members, old []*manifest.Package, sums map[string]Digests) error {
+	stanzas, err := b.stanzas(dist+rel, members, old)
 	if err != nil {
 		return err
 	}
-	files, err := index.Build(stanzas, b.icache)
+	files, err := index.Build(stanzas, b.icache, dist+rel)
 	if err != nil {
 		return err
 	}
 	for i, data := range [][]byte{files.Plain, files.Gzip, files.Xz} {
 		p := dist + rel + variants[i]
-		d := digestsOf(data)
+		d := files.Digests[i]
 		sums[rel+variants[i]] = d
 		bh := byHashPath(dist+rel, d.SHA256)
 		if err := b.tw.WriteFile(p, data, bh); err != nil {
@@ -182,23 +182,24 @@ func (b *builder) writeIndex(dist, rel string, members []*manifest.Package, sums
 
 // stanzas returns the Packages stanzas of members: fresh from the .deb for files read in
 // this build, reused from the index in the tree for the others, and read again from the
-// .deb when the tree does not have them.
-func (b *builder) stanzas(indexPath string, members []*manifest.Package) ([][]byte, error) {
-	var old map[string][]byte
+// .deb when the tree does not have them. old lists the index's members in the previous
+// release, the order the tree's index lists their stanzas in.
+func (b *builder) stanzas(indexPath string, members, old []*manifest.Package) ([][]byte, error) {
+	var prev *oldIndex
 	out := make([][]byte, 0, len(members))
 	for _, p := range members {
-		in := b.bySum[p.SHA256]
-		if in != nil && in.pkg != nil {
+		if in := b.fresh[p.SHA256]; in != nil {
 			out = append(out, in.pkg.Stanza(p.Path))
 			continue
 		}
-		if old == nil {
-			old = b.oldStanzas(indexPath)
+		if prev == nil {
+			prev = b.readOldIndex(indexPath, old)
 		}
-		if st, ok := old[p.SHA256]; ok && bytes.Contains(st, []byte("\nFilename: "+p.Path+"\n")) {
+		if st := prev.find(p); st != nil {
 			out = append(out, st)
 			continue
 		}
+		in := b.inputFor(p.SHA256)
 		if in == nil {
 			return nil, fmt.Errorf("no input file for %s %s", p.Name, p.Version)
 		}
@@ -212,14 +213,26 @@ func (b *builder) stanzas(indexPath string, members []*manifest.Package) ([][]by
 	return out, nil
 }
 
-// oldStanzas splits the tree's current Packages file into stanzas keyed by the SHA256 of
-// the .deb they describe. A missing or unreadable file gives an empty map.
-func (b *builder) oldStanzas(indexPath string) map[string][]byte {
-	out := map[string][]byte{}
+// oldIndex is the tree's current Packages file, split into stanzas.
+type oldIndex struct {
+	stanzas [][]byte
+	sums    [][]byte // the SHA256 field of each stanza
+	// members[i] is the package of stanzas[i], when the file lists exactly the previous
+	// release's members in order: then stanzas are found by walking both lists together.
+	members []*manifest.Package
+	next    int
+	bySum   map[string]int // otherwise, stanzas by SHA256; made when first needed
+}
+
+// readOldIndex reads the tree's copy of an index. A missing or unreadable file gives an
+// index of no stanzas.
+func (b *builder) readOldIndex(indexPath string, members []*manifest.Package) *oldIndex {
+	x := &oldIndex{}
 	data, err := os.ReadFile(filepath.Join(b.o.TreeDir, filepath.FromSlash(indexPath)))
 	if err != nil {
-		return out
+		return x
 	}
+	x.stanzas, x.sums = make([][]byte, 0, len(members)+1), make([][]byte, 0, len(members)+1)
 	for len(data) > 0 {
 		end := bytes.Index(data, []byte("\n\n"))
 		var st []byte
@@ -228,14 +241,76 @@ func (b *builder) oldStanzas(indexPath string) map[string][]byte {
 		} else {
 			st, data = data[:end+1], data[end+2:]
 		}
-		if i := bytes.LastIndex(st, []byte("\nSHA256: ")); i >= 0 {
-			rest := st[i+len("\nSHA256: "):]
-			if j := bytes.IndexByte(rest, '\n'); j == 64 {
-				out[string(rest[:64])] = st
+		x.stanzas = append(x.stanzas, st)
+		x.sums = append(x.sums, stanzaField(st, "\nSHA256: "))
+	}
+	if len(members) == len(x.stanzas) {
+		x.members = members
+		for i, p := range members {
+			if p.SHA256 != string(x.sums[i]) {
+				x.members = nil
+				break
 			}
 		}
 	}
-	return out
+	return x
+}
+
+// find returns the stanza of p, or nil. Calls come in canonical order.
+func (x *oldIndex) find(p *manifest.Package) []byte {
+	i := -1
+	if x.members != nil {
+		for x.next < len(x.members) && comparePackages(*x.members[x.next], *p) < 0 {
+			x.next++
+		}
+		if x.next < len(x.members) && *x.members[x.next] == *p {
+			i = x.next
+		}
+	} else {
+		if x.bySum == nil {
+			x.bySum = make(map[string]int, len(x.stanzas))
+			for i, sum := range x.sums {
+				x.bySum[string(sum)] = i
+			}
+		}
+		if j, ok := x.bySum[p.SHA256]; ok {
+			i = j
+		}
+	}
+	// The stanza must describe this very file at this very path.
+	if i < 0 || string(x.sums[i]) != p.SHA256 || string(stanzaField(x.stanzas[i], "\nFilename: ")) != p.Path {
+		return nil
+	}
+	return x.stanzas[i]
+}
+
+// stanzaField returns the value of the field whose "\nName: " prefix is given, or nil.
+// Packages stanzas end with Filename, Size, MD5sum, SHA1 and SHA256, so it looks at the
+// last lines first: a stanza is a kilobyte, and this runs once per reused package.
+func stanzaField(st []byte, prefix string) []byte {
+	end := len(st) - 1 // the stanza's final newline
+	for range 5 {
+		if end <= 0 {
+			break
+		}
+		start := bytes.LastIndexByte(st[:end], '\n')
+		if start < 0 {
+			break
+		}
+		if line := st[start:end]; bytes.HasPrefix(line, []byte(prefix)) {
+			return line[len(prefix):]
+		}
+		end = start
+	}
+	i := bytes.LastIndex(st, []byte(prefix))
+	if i < 0 {
+		return nil
+	}
+	rest := st[i+len(prefix):]
+	if j := bytes.IndexByte(rest, '\n'); j >= 0 {
+		return rest[:j]
+	}
+	return nil
 }
 
 // digestsOf computes the three sums Release lists, in parallel: an index of 100,000

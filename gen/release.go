@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"github.com/armor-apt/armor/gen/index"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,10 +21,7 @@ type ReleaseInfo struct {
 }
 
 // Digests are the sums Release lists for one file, as apt-ftparchive writes them.
-type Digests struct {
-	Size              int64
-	MD5, SHA1, SHA256 string
-}
+type Digests = index.Digests
 
 // releaseDate formats a time as Debian archives do: "Sat, 21 Nov 2026 10:00:00 UTC".
 func releaseDate(t time.Time) string {

@@ -189,6 +189,34 @@ func syncDir(dir string) error {
 	return nil
 }
 
+// writeFileUnsynced replaces path with data through a temporary file and a rename,
+// without an fsync: for caches that check their own integrity when read.
+func writeFileUnsynced(path string, data []byte, perm os.FileMode) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create directory %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, tmpPrefix+"*-"+filepath.Base(path))
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
 // WriteFileAtomic writes one file atomically: temp file in the same directory, fsync,
 // rename, fsync of the directory.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {

@@ -1,0 +1,64 @@
+package gen
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// The fast walk for "*.deb" and "**/*.deb" finds exactly what doublestar.GlobWalk finds.
+func TestWalkSimpleMatchesGlobWalk(t *testing.T) {
+	base := t.TempDir()
+	for _, p := range []string{
+		"debs/a_1_amd64.deb", "debs/b_1_all.deb", "debs/.hidden.deb", "debs/notes.txt",
+		"debs/a/c_1_amd64.deb", "debs/a.deb/inside.deb", "debs/z/y/x/deep_1_amd64.deb",
+		"debs/z/y/readme", "other/o_1_amd64.deb",
+	} {
+		full := filepath.Join(base, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A symbolic link to a directory is followed; one to a file is listed.
+	if err := os.Symlink(filepath.Join(base, "other"), filepath.Join(base, "debs", "linked")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(base, "other", "o_1_amd64.deb"), filepath.Join(base, "debs", "l_1_amd64.deb")); err != nil {
+		t.Fatal(err)
+	}
+	for _, pat := range []string{
+		"debs/*.deb", "debs/**/*.deb", "debs/a/*.deb", "debs/**/{a,c}*.deb", "debs/**/*",
+		"debs/*", "missing/**/*.deb", "debs/a_1_amd64.deb/*.deb", "debs/**/[a-c]_1_*.deb",
+	} {
+		t.Run(pat, func(t *testing.T) {
+			root, rel := doublestar.SplitPattern(filepath.ToSlash(filepath.Join(base, pat)))
+			var want []string
+			err := doublestar.GlobWalk(os.DirFS(root), rel, func(p string, d fs.DirEntry) error {
+				want = append(want, filepath.Join(root, filepath.FromSlash(p)))
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			slices.Sort(want)
+			files, err := expandInputs(base, []string{pat})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, f := range files {
+				got = append(got, f.path)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("expandInputs(%q)\n got %q\nwant %q", pat, got, want)
+			}
+		})
+	}
+}
