@@ -93,8 +93,11 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	cachePath := filepath.Join(o.CacheDir, "inputs.txt")
-	cache := loadStatCache(cachePath)
-	b := &builder{o: o, cache: cache}
+	// The stat cache loads while the inputs are listed and statted: one is user time, the
+	// other mostly kernel time.
+	cacheLoaded := make(chan *statCache, 1)
+	go func() { cacheLoaded <- loadStatCache(cachePath) }()
+	b := &builder{o: o, cacheLoaded: cacheLoaded}
 	if err := b.collect(ctx); err != nil {
 		return nil, err
 	}
@@ -124,7 +127,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		res.UpToDate = true
 		res.Manifest = o.Previous
 		res.Stats.Packages = len(o.Previous.Packages)
-		b.saveCache(nil)
+		b.writeCache(b.nextCache(nil))
 		return res, nil
 	}
 	m := &manifest.Manifest{
@@ -149,13 +152,18 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}
 	res.Stats.FilesWritten = len(tw.staged)
 	res.Stats.BytesWritten = tw.written
+	// The next stat cache is made while Commit waits for the disk, and written only once
+	// the commit succeeded: it names what the new release no longer lists.
+	cacheData := make(chan []byte, 1)
+	go func() { cacheData <- b.nextCache(m) }()
 	if err := tw.Commit(); err != nil {
+		<-cacheData
 		tw.Abort()
 		return nil, err
 	}
 	res.Manifest = m
 	res.Stats.Packages = len(m.Packages)
-	b.saveCache(m)
+	b.writeCache(<-cacheData)
 	return res, nil
 }
 
@@ -203,10 +211,11 @@ func (o *Options) check() error {
 }
 
 type builder struct {
-	o      Options
-	cache  *statCache
-	icache *index.Cache
-	tw     *treeWriter
+	o           Options
+	cache       *statCache
+	cacheLoaded chan *statCache // the cache, once loaded
+	icache      *index.Cache
+	tw          *treeWriter
 
 	ins      []*input          // every input, sorted by path
 	fresh    map[string]*input // by digest: the inputs read in this build
@@ -251,6 +260,7 @@ func (b *builder) collect(ctx context.Context) error {
 	if len(groups) > 1 {
 		all = sortedInputs(all)
 	}
+	b.cache = <-b.cacheLoaded
 	ins, read, err := readInputs(ctx, all, b.cache, b.o.Verify, func(d, t int) { b.progress("read", d, t) })
 	if err != nil {
 		return err
@@ -477,7 +487,10 @@ func (b *builder) stagePool() error {
 	return g.Wait()
 }
 
-func (b *builder) saveCache(m *manifest.Manifest) {
+// nextCache returns the stat cache to save after a build of m (nil when the build found
+// everything up to date). It deletes the tree paths the release before the previous one
+// kept, which no published release lists any more.
+func (b *builder) nextCache(m *manifest.Manifest) []byte {
 	entries := make([]input, len(b.ins))
 	for i, in := range b.ins {
 		entries[i] = *in
@@ -490,9 +503,13 @@ func (b *builder) saveCache(m *manifest.Manifest) {
 	if m != nil {
 		b.icache.Prune()
 	}
-	// The cache is an accelerator: failing to save it costs the next build time, not
-	// correctness.
-	_ = b.cache.save(filepath.Join(b.o.CacheDir, "inputs.txt"))
+	return b.cache.encode()
+}
+
+// writeCache saves the stat cache. The cache is an accelerator: failing to save it costs
+// the next build time, not correctness.
+func (b *builder) writeCache(data []byte) {
+	_ = writeFileUnsynced(filepath.Join(b.o.CacheDir, "inputs.txt"), data, 0o644)
 }
 
 // pruneKept deletes the tree paths kept from the release before the previous one and

@@ -157,11 +157,6 @@ func appendStatCacheSum(b []byte) []byte {
 	return append(b, '\n')
 }
 
-// save replaces the cache file atomically, without an fsync: see parseStatCache.
-func (c *statCache) save(path string) error {
-	return writeFileUnsynced(path, c.encode(), 0o644)
-}
-
 // fileStat is what the build needs to know of an input without opening it.
 type fileStat struct {
 	size, mtimeNs int64

@@ -25,7 +25,7 @@ func sampleStatCache() *statCache {
 func TestStatCacheRoundTrip(t *testing.T) {
 	c := sampleStatCache()
 	path := filepath.Join(t.TempDir(), "cache", "inputs.txt")
-	if err := c.save(path); err != nil {
+	if err := writeFileUnsynced(path, c.encode(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if got := loadStatCache(path); !reflect.DeepEqual(got, c) {

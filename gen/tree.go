@@ -39,22 +39,27 @@ func newTreeWriter(root string) *treeWriter {
 }
 
 func (w *treeWriter) tempFor(rel string) (string, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	final := filepath.Join(w.root, filepath.FromSlash(rel))
 	dir := filepath.Dir(final)
-	if !w.dirs[dir] {
+	w.mu.Lock()
+	made := w.dirs[dir]
+	w.mu.Unlock()
+	if !made {
+		// Outside the lock: a first build makes a directory per source package, and
+		// MkdirAll is safe to race with itself.
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return "", fmt.Errorf("create directory %s: %w", dir, err)
 		}
-		w.dirs[dir] = true
 	}
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return "", err
 	}
 	tmp := filepath.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:])+"-"+filepath.Base(final))
+	w.mu.Lock()
+	w.dirs[dir] = true
 	w.staged = append(w.staged, staged{tmp, final})
+	w.mu.Unlock()
 	return tmp, nil
 }
 
