@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
+	"unsafe"
 
 	"github.com/armor-apt/armor/manifest/tomlfile"
 
@@ -30,9 +32,11 @@ func Encode(w io.Writer, m *Manifest) error {
 // Marshal returns the canonical encoding of m. It sorts m in place first.
 func Marshal(m *Manifest) ([]byte, error) {
 	m.Sort()
-	if m.plain() {
-		b := make([]byte, 0, len(header)+64*6+len(m.Packages)*360+len(m.Files)*200)
-		return appendCanonical(append(b, header...), m), nil
+	if plainString(m.ID) {
+		b := make([]byte, 0, canonicalSize(m, m.ID))
+		if b, _, ok := appendCanonical(b, m, m.ID); ok {
+			return b, nil
+		}
 	}
 	return marshalTOML(m)
 }
@@ -50,17 +54,43 @@ func marshalTOML(m *Manifest) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// hashChunk is how much encoding is handed to the hash at once: small enough to be
+// hashed while still in the cache.
+const hashChunk = 64 << 10
+
 // ComputeID returns the release id of m: the SHA-256 of its canonical encoding with the
 // ID field empty. It sorts m in place.
 func ComputeID(m *Manifest) (string, error) {
-	c := *m
-	c.ID = ""
-	b, err := Marshal(&c)
-	if err != nil {
-		return "", err
+	m.Sort()
+	// Encode a chunk at a time into one small buffer, hashing each.
+	h := sha256.New()
+	b, _, ok := appendTop(make([]byte, 0, 2*hashChunk), m, "")
+	for i := 0; ok && i < len(m.Packages); i++ {
+		if len(b) >= hashChunk {
+			h.Write(b)
+			b = b[:0]
+		}
+		b, ok = appendPackage(b, &m.Packages[i])
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	for i := 0; ok && i < len(m.Files); i++ {
+		if len(b) >= hashChunk {
+			h.Write(b)
+			b = b[:0]
+		}
+		b, ok = appendFile(b, &m.Files[i])
+	}
+	if !ok {
+		c := *m
+		c.ID = ""
+		data, err := marshalTOML(&c)
+		if err != nil {
+			return "", err
+		}
+		h.Reset()
+		b = data
+	}
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // Seal sorts m, computes its ID and stores it in m.ID.
@@ -71,6 +101,92 @@ func Seal(m *Manifest) error {
 	}
 	m.ID = id
 	return nil
+}
+
+// SealMarshal seals m (sets m.ID as Seal does) and returns exactly the bytes Marshal(m)
+// would return afterwards, encoding the content once: a build that writes its manifest
+// needs both, and at 100,000 packages each encoding costs tens of milliseconds.
+//
+// The encoding is written with room for the id and hashed without it (which is the
+// encoding with an empty id), the hash following the encoder chunk by chunk, on another
+// core for large manifests; then the id is written into its room.
+func SealMarshal(m *Manifest) ([]byte, error) {
+	m.Sort()
+	const room = 2 * sha256.Size
+	var id [room]byte
+	b := make([]byte, 0, canonicalSize(m, string(id[:])))
+	b, idAt, ok := appendTop(b, m, string(id[:]))
+	hashed := idAt + room // the encoding before it has been handed to the hash
+	var sum []byte
+	if ok {
+		h := newOrderedHash(len(m.Packages)+len(m.Files) >= 4096)
+		h.write(b[:idAt])
+		for i := 0; ok && i < len(m.Packages); i++ {
+			if len(b)-hashed >= hashChunk {
+				h.write(b[hashed:])
+				hashed = len(b)
+			}
+			b, ok = appendPackage(b, &m.Packages[i])
+		}
+		for i := 0; ok && i < len(m.Files); i++ {
+			if len(b)-hashed >= hashChunk {
+				h.write(b[hashed:])
+				hashed = len(b)
+			}
+			b, ok = appendFile(b, &m.Files[i])
+		}
+		h.write(b[hashed:])
+		sum = h.sum()
+	}
+	if !ok {
+		if err := Seal(m); err != nil {
+			return nil, err
+		}
+		return marshalTOML(m)
+	}
+	hex.Encode(b[idAt:idAt+room], sum)
+	m.ID = string(b[idAt : idAt+room])
+	return b, nil
+}
+
+// orderedHash hashes the parts of a message in order, on its own goroutine if it is
+// concurrent. A part must not change after it is written.
+type orderedHash struct {
+	h     hash.Hash
+	parts chan []byte // nil if not concurrent
+	done  chan []byte
+}
+
+func newOrderedHash(concurrent bool) *orderedHash {
+	o := &orderedHash{h: sha256.New()}
+	if concurrent {
+		o.parts = make(chan []byte, 64)
+		o.done = make(chan []byte, 1)
+		go func() {
+			for p := range o.parts {
+				o.h.Write(p)
+			}
+			o.done <- o.h.Sum(nil)
+		}()
+	}
+	return o
+}
+
+func (o *orderedHash) write(p []byte) {
+	if o.parts != nil {
+		o.parts <- p
+	} else {
+		o.h.Write(p)
+	}
+}
+
+// sum ends the message and returns its hash.
+func (o *orderedHash) sum() []byte {
+	if o.parts != nil {
+		close(o.parts)
+		return <-o.done
+	}
+	return o.h.Sum(nil)
 }
 
 // ErrIDMismatch means a manifest's id is not the digest of its content: it was edited or
@@ -102,25 +218,60 @@ func Decode(r io.Reader, name string) (*Manifest, error) {
 
 // Parse is Decode on bytes already in memory.
 func Parse(data []byte, name string) (*Manifest, error) {
-	fast, ok := parseCanonical(data)
-	if ok {
-		return checkDecoded(fast, name)
+	return parse(data, string(data), name)
+}
+
+// parse is Parse on data and its copy s (the decoded strings point into s). Input in the
+// canonical form, which is all that armor writes, is read by the fast decoder, and its id
+// is checked by hashing the input itself, since it is the canonical encoding; the hash of
+// a large input runs on another core while the rest is decoded and validated.
+func parse(data []byte, s string, name string) (*Manifest, error) {
+	if m, d, idAt, ok := parseTop(s); ok {
+		var sum [sha256.Size]byte
+		hash := func() {
+			h := sha256.New()
+			h.Write(data[:idAt])
+			h.Write(data[idAt+len(m.ID):])
+			h.Sum(sum[:0])
+		}
+		wait := func() {}
+		if len(data) < 1<<20 {
+			hash()
+		} else {
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				hash()
+			}()
+			wait = func() { <-done }
+		}
+		ok := d.tables(m)
+		var err error
+		if ok {
+			err = m.Validate()
+		}
+		wait()
+		if ok {
+			if err != nil {
+				return nil, fmt.Errorf("manifest %s: %w", name, err)
+			}
+			if id := hex.EncodeToString(sum[:]); id != m.ID {
+				return nil, fmt.Errorf("manifest %s: %w: id %s, content digest %s", name, ErrIDMismatch, m.ID, id)
+			}
+			return m, nil
+		}
 	}
 	var m Manifest
 	if err := tomlfile.Decode(data, "manifest "+name, &m); err != nil {
 		return nil, err
 	}
-	return checkDecoded(&m, name)
-}
-
-func checkDecoded(m *Manifest, name string) (*Manifest, error) {
 	if err := m.Validate(); err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", name, err)
 	}
-	if err := VerifyID(m); err != nil {
+	if err := VerifyID(&m); err != nil {
 		return nil, fmt.Errorf("manifest %s: %w", name, err)
 	}
-	return m, nil
+	return &m, nil
 }
 
 // Load reads and decodes the manifest file at path.
@@ -129,5 +280,7 @@ func Load(path string) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read manifest: %w", err)
 	}
-	return Parse(data, path)
+	// data is not written after this: the manifest's strings can share its memory
+	// instead of a copy of 25 MB at 100,000 packages.
+	return parse(data, unsafe.String(unsafe.SliceData(data), len(data)), path)
 }

@@ -1,34 +1,94 @@
 package manifest
 
 import (
+	"math/bits"
 	"strconv"
 	"strings"
 )
 
 // The manifest of a large repository holds a table per package: 100,000 packages make
-// 25 MB of TOML, which go-toml encodes in about a second and decodes in two. An
-// incremental build must stay well under that, so the canonical form is also written and
-// read by the two functions below. go-toml remains the authority: appendCanonical
-// produces exactly the bytes go-toml's encoder produces (a test compares them), and
-// parseCanonical accepts only the plain subset those bytes use (bare keys, literal
-// strings, decimal integers, [[package]] and [[file]] tables); anything else, including
-// every malformed or hand-edited input, goes to go-toml's strict decoder, which gives the
-// precise error with its line. A fuzz test checks that whatever parseCanonical accepts,
-// go-toml decodes to the same manifest.
+// 25 MB of TOML, which go-toml encodes in about a second and decodes in two, while a whole
+// incremental build must stay under one. So the canonical form is also written and read
+// by the functions below. go-toml remains the authority: appendCanonical produces exactly
+// the bytes go-toml's encoder produces (a test compares them), and parseCanonical accepts
+// only input that is byte for byte what appendCanonical writes (plain literal strings,
+// keys in struct order, [[package]] tables then [[file]] tables); anything else,
+// including every malformed or hand-edited input, goes to go-toml's strict decoder, which
+// gives the precise error with its line. A fuzz test checks that whatever parseCanonical
+// accepts, go-toml decodes to the same manifest and appendCanonical writes back
+// unchanged; the latter is what lets Parse check the id by hashing the input as it is.
+//
+// Strings are checked eight bytes at a time (see notPlain): the manifest's strings are
+// tens of megabytes, and every encoding and decoding runs over all of them.
+
+const (
+	lo7  = 0x7f7f7f7f7f7f7f7f
+	hi1  = 0x8080808080808080
+	ones = 0x0101010101010101
+)
+
+// load64 reads s[i:i+8] as a little-endian word (the compiler makes it one load).
+func load64(s string, i int) uint64 {
+	s = s[i : i+8]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// between sets the high bit of each byte b of x with m < b < n, exactly, byte by byte
+// (no carry crosses bytes). It needs 0 <= m <= 127 and 0 <= n <= 128.
+func between(x uint64, m, n uint64) uint64 {
+	low := x & lo7
+	return (ones*(127+n) - low) & ^x & (low + ones*(127-m)) & hi1
+}
+
+// notPlain sets the high bit of each byte of x that is not plain (see plainByte), and
+// perhaps of bytes after such a byte, where a borrow or carry crosses bytes; so the
+// lowest set bit is exact, and so is whether any is set.
+func notPlain(x uint64) uint64 {
+	const q, dq, bs = ones * '\'', ones * '"', ones * '\\'
+	return ((x-ones*0x20) & ^x | // below 0x20
+		(x + ones) | x | // 0x7f and above
+		(x^q-ones) & ^(x^q) |
+		(x^dq-ones) & ^(x^dq) |
+		(x^bs-ones) & ^(x^bs)) & hi1
+}
+
+// plainPrefix returns the length of the longest prefix of s made of plain bytes.
+func plainPrefix(s string) int {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if bad := notPlain(load64(s, i)); bad != 0 {
+			return i + bits.TrailingZeros64(bad)/8
+		}
+	}
+	for ; i < len(s); i++ {
+		if !plainByte[s[i]] {
+			return i
+		}
+	}
+	return i
+}
 
 // plainString reports whether go-toml writes s as a literal string 's' that
 // parseCanonical reads back: printable ASCII without quotes or backslashes.
 func plainString(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if !plainByte[s[i]] {
-			return false
+	n := len(s)
+	if n < 8 {
+		for i := 0; i < n; i++ {
+			if !plainByte[s[i]] {
+				return false
+			}
 		}
+		return true
 	}
-	return true
+	bad := notPlain(load64(s, n-8))
+	for i := 0; i+8 <= n; i += 8 {
+		bad |= notPlain(load64(s, i))
+	}
+	return bad == 0
 }
 
-// plainByte is plainString's test per byte, as a table: manifests of large repositories
-// hold tens of megabytes of strings, and this runs over all of them on every encoding.
+// plainByte is plainString's test for one byte.
 var plainByte = func() (t [256]bool) {
 	for c := 0x20; c <= 0x7e; c++ {
 		t[c] = c != '\'' && c != '"' && c != '\\'
@@ -36,210 +96,258 @@ var plainByte = func() (t [256]bool) {
 	return t
 }()
 
-func (m *Manifest) plain() bool {
-	for _, s := range []string{m.Repository, m.ID, m.Parent, m.Date} {
-		if !plainString(s) {
-			return false
-		}
+// The canonical layout, as go-toml writes it: literals and values alternate. The
+// literals join the end of one line to the start of the next, so that the encoder writes
+// and the decoder checks each with one operation.
+const (
+	lTop        = "schema = "
+	lRepository = "\nrepository = '"
+	lID         = "'\nid = '"
+	lParent     = "'\nparent = '"
+	lDate       = "'\ndate = '"
+	lPackage    = "\n[[package]]\nsuite = '"
+	lComponent  = "'\ncomponent = '"
+	lName       = "'\nname = '"
+	lVersion    = "'\nversion = '"
+	lArch       = "'\narchitecture = '"
+	lPath       = "'\npath = '"
+	lSize       = "'\nsize = "
+	lSHA256     = "\nsha256 = '"
+	lFile       = "\n[[file]]\npath = '"
+	lEnd        = "'\n"
+)
+
+// canonicalSize is the length of m's canonical encoding (with the header), given its ID.
+func canonicalSize(m *Manifest, id string) int {
+	n := len(header) + len(lTop) + decimalLen(int64(m.Schema)) + len(lRepository) + len(m.Repository) +
+		len(lID) + len(id) + len(lParent) + len(m.Parent) + len(lDate) + len(m.Date) + len(lEnd)
+	const pkgFixed = len(lPackage) + len(lComponent) + len(lName) + len(lVersion) + len(lArch) +
+		len(lPath) + len(lSize) + len(lSHA256) + len(lEnd)
+	for i := range m.Packages {
+		p := &m.Packages[i]
+		n += pkgFixed + len(p.Suite) + len(p.Component) + len(p.Name) + len(p.Version) +
+			len(p.Architecture) + len(p.Path) + decimalLen(p.Size) + len(p.SHA256)
 	}
-	for _, p := range m.Packages {
-		for _, s := range []string{p.Suite, p.Component, p.Name, p.Version, p.Architecture, p.Path, p.SHA256} {
-			if !plainString(s) {
-				return false
-			}
-		}
+	const fileFixed = len(lFile) + len(lSize) + len(lSHA256) + len(lEnd)
+	for i := range m.Files {
+		f := &m.Files[i]
+		n += fileFixed + len(f.Path) + decimalLen(f.Size) + len(f.SHA256)
 	}
-	for _, f := range m.Files {
-		if !plainString(f.Path) || !plainString(f.SHA256) {
-			return false
-		}
-	}
-	return true
+	return n
 }
 
-// appendCanonical appends m in go-toml's layout. m must be plain.
-func appendCanonical(b []byte, m *Manifest) []byte {
-	str := func(key, v string) {
-		b = append(b, key...)
-		b = append(b, " = '"...)
-		b = append(b, v...)
-		b = append(b, "'\n"...)
+// decimalLen is the length of strconv.FormatInt(v, 10).
+func decimalLen(v int64) int {
+	n := 1
+	u := uint64(v)
+	if v < 0 {
+		n++
+		u = -u
 	}
-	num := func(key string, v int64) {
-		b = append(b, key...)
-		b = append(b, " = "...)
-		b = strconv.AppendInt(b, v, 10)
-		b = append(b, '\n')
+	for ; u >= 10; u /= 10 {
+		n++
 	}
-	num("schema", int64(m.Schema))
-	str("repository", m.Repository)
-	str("id", m.ID)
-	str("parent", m.Parent)
-	str("date", m.Date)
-	for _, p := range m.Packages {
-		b = append(b, "\n[[package]]\n"...)
-		str("suite", p.Suite)
-		str("component", p.Component)
-		str("name", p.Name)
-		str("version", p.Version)
-		str("architecture", p.Architecture)
-		str("path", p.Path)
-		num("size", p.Size)
-		str("sha256", p.SHA256)
-	}
-	for _, f := range m.Files {
-		b = append(b, "\n[[file]]\n"...)
-		str("path", f.Path)
-		num("size", f.Size)
-		str("sha256", f.SHA256)
-	}
-	return b
+	return n
 }
 
-// parseCanonical decodes the canonical subset; ok is false for anything else.
+// appendCanonical appends m in go-toml's layout, with id as its ID, and returns the
+// offset of the id in the result. ok is false, and b unusable, if a string of m other
+// than its ID is not plain; the caller checks id.
+func appendCanonical(b []byte, m *Manifest, id string) (out []byte, idAt int, ok bool) {
+	b, idAt, ok = appendTop(b, m, id)
+	for i := 0; ok && i < len(m.Packages); i++ {
+		b, ok = appendPackage(b, &m.Packages[i])
+	}
+	for i := 0; ok && i < len(m.Files); i++ {
+		b, ok = appendFile(b, &m.Files[i])
+	}
+	return b, idAt, ok
+}
+
+// appendTop appends the header and the top-level keys.
+func appendTop(b []byte, m *Manifest, id string) (out []byte, idAt int, ok bool) {
+	if !plainString(m.Repository) || !plainString(m.Parent) || !plainString(m.Date) {
+		return b, 0, false
+	}
+	b = append(b, header...)
+	b = append(b, lTop...)
+	b = strconv.AppendInt(b, int64(m.Schema), 10)
+	b = append(b, lRepository...)
+	b = append(b, m.Repository...)
+	b = append(b, lID...)
+	idAt = len(b)
+	b = append(b, id...)
+	b = append(b, lParent...)
+	b = append(b, m.Parent...)
+	b = append(b, lDate...)
+	b = append(b, m.Date...)
+	b = append(b, lEnd...)
+	return b, idAt, true
+}
+
+func appendPackage(b []byte, p *Package) ([]byte, bool) {
+	if !plainString(p.Suite) || !plainString(p.Component) || !plainString(p.Name) ||
+		!plainString(p.Version) || !plainString(p.Architecture) || !plainString(p.Path) ||
+		!plainString(p.SHA256) {
+		return b, false
+	}
+	b = append(b, lPackage...)
+	b = append(b, p.Suite...)
+	b = append(b, lComponent...)
+	b = append(b, p.Component...)
+	b = append(b, lName...)
+	b = append(b, p.Name...)
+	b = append(b, lVersion...)
+	b = append(b, p.Version...)
+	b = append(b, lArch...)
+	b = append(b, p.Architecture...)
+	b = append(b, lPath...)
+	b = append(b, p.Path...)
+	b = append(b, lSize...)
+	b = strconv.AppendInt(b, p.Size, 10)
+	b = append(b, lSHA256...)
+	b = append(b, p.SHA256...)
+	return append(b, lEnd...), true
+}
+
+func appendFile(b []byte, f *File) ([]byte, bool) {
+	if !plainString(f.Path) || !plainString(f.SHA256) {
+		return b, false
+	}
+	b = append(b, lFile...)
+	b = append(b, f.Path...)
+	b = append(b, lSize...)
+	b = strconv.AppendInt(b, f.Size, 10)
+	b = append(b, lSHA256...)
+	b = append(b, f.SHA256...)
+	return append(b, lEnd...), true
+}
+
+// parseCanonical decodes data if it is exactly a canonical encoding; ok is false for
+// anything else.
 func parseCanonical(data []byte) (m *Manifest, ok bool) {
-	m = &Manifest{}
-	// One copy of the input backs every decoded string: no allocation per field.
-	all := string(data)
-	pos := 0
-	const (
-		top = iota
-		pkg
-		file
-	)
-	section := top
-	var seen uint16 // keys set in the current table, by bit
-	for pos < len(all) {
-		end := strings.IndexByte(all[pos:], '\n')
-		if end < 0 {
-			end = len(all) - pos
-		}
-		line := all[pos : pos+end]
-		pos += end + 1
-		switch {
-		case len(line) == 0:
-			continue
-		case line[0] == '#':
-			if section != top || seen != 0 || !plainString(line) {
-				return nil, false
-			}
-			continue
-		case line == "[[package]]":
-			if section == file {
-				return nil, false // go-toml would accept it; keep the fast path simple
-			}
-			section = pkg
+	m, _, ok = parseExact(string(data))
+	return m, ok
+}
+
+// parseExact decodes s if it is exactly what appendCanonical writes for the manifest it
+// returns; idAt is the offset of the id in s. Every decoded string is a substring of s:
+// no allocation per field.
+func parseExact(s string) (m *Manifest, idAt int, ok bool) {
+	m, d, idAt, ok := parseTop(s)
+	if !ok || !d.tables(m) {
+		return nil, 0, false
+	}
+	return m, idAt, true
+}
+
+// parseTop reads the header and the top-level keys, returning the decoder positioned on
+// the tables.
+func parseTop(s string) (m *Manifest, d *decoder, idAt int, ok bool) {
+	d = &decoder{s: s, ok: true}
+	d.lit(header + lTop)
+	schema := d.num()
+	if schema > 1<<31 {
+		return nil, nil, 0, false
+	}
+	m = &Manifest{Schema: int(schema)}
+	d.lit(lRepository)
+	m.Repository = d.str()
+	d.lit(lID)
+	idAt = d.pos
+	m.ID = d.str()
+	d.lit(lParent)
+	m.Parent = d.str()
+	d.lit(lDate)
+	m.Date = d.str()
+	d.lit(lEnd)
+	return m, d, idAt, d.ok
+}
+
+// tables reads the [[package]] and [[file]] tables to the end of the input.
+func (d *decoder) tables(m *Manifest) bool {
+	s := d.s
+	if strings.HasPrefix(s[d.pos:], lPackage) {
+		// Every table header holds two '[' (counted much faster than the headers); a
+		// package table is at least 100 bytes, a bound that keeps a hostile input from
+		// reserving more memory than its own size.
+		n := min(strings.Count(s[d.pos:], "[")/2, len(s)/100+1)
+		m.Packages = make([]Package, 0, n)
+		for d.ok && strings.HasPrefix(s[d.pos:], lPackage) {
 			m.Packages = append(m.Packages, Package{})
-			seen = 0
-			continue
-		case line == "[[file]]":
-			section = file
-			m.Files = append(m.Files, File{})
-			seen = 0
-			continue
-		}
-		eq := strings.Index(line, " = ")
-		if eq <= 0 {
-			return nil, false
-		}
-		key, raw := line[:eq], line[eq+3:]
-		bit := keyBit(key)
-		if bit == 0 || seen&bit != 0 {
-			return nil, false
-		}
-		seen |= bit
-		var s string
-		var n int64
-		isStr := len(raw) >= 2 && raw[0] == '\'' && raw[len(raw)-1] == '\''
-		if isStr {
-			s = raw[1 : len(raw)-1]
-			if !plainString(s) {
-				return nil, false
-			}
-		} else {
-			if len(raw) == 0 || len(raw) > 18 || (raw[0] == '0' && len(raw) > 1) {
-				return nil, false
-			}
-			for i := 0; i < len(raw); i++ {
-				if raw[i] < '0' || raw[i] > '9' {
-					return nil, false
-				}
-			}
-			n, _ = strconv.ParseInt(raw, 10, 64)
-		}
-		if !setField(m, section, key, s, n, isStr) {
-			return nil, false
+			p := &m.Packages[len(m.Packages)-1]
+			d.lit(lPackage)
+			p.Suite = d.str()
+			d.lit(lComponent)
+			p.Component = d.str()
+			d.lit(lName)
+			p.Name = d.str()
+			d.lit(lVersion)
+			p.Version = d.str()
+			d.lit(lArch)
+			p.Architecture = d.str()
+			d.lit(lPath)
+			p.Path = d.str()
+			d.lit(lSize)
+			p.Size = d.num()
+			d.lit(lSHA256)
+			p.SHA256 = d.str()
+			d.lit(lEnd)
 		}
 	}
-	return m, true
-}
-
-var keyBits = map[string]uint16{
-	"schema": 1 << 0, "repository": 1 << 1, "id": 1 << 2, "parent": 1 << 3, "date": 1 << 4,
-	"suite": 1 << 5, "component": 1 << 6, "name": 1 << 7, "version": 1 << 8,
-	"architecture": 1 << 9, "path": 1 << 10, "size": 1 << 11, "sha256": 1 << 12,
-}
-
-// keyBit is the bit of a known key, 0 for any other.
-func keyBit(key string) uint16 { return keyBits[key] }
-
-func setField(m *Manifest, section int, key, s string, n int64, isStr bool) bool {
-	strField := func(dst *string) bool {
-		*dst = s
-		return isStr
-	}
-	numField := func(dst *int64) bool {
-		*dst = n
-		return !isStr
-	}
-	switch section {
-	case 0:
-		switch key {
-		case "schema":
-			if isStr || n > 1<<31 {
-				return false
-			}
-			m.Schema = int(n)
-			return true
-		case "repository":
-			return strField(&m.Repository)
-		case "id":
-			return strField(&m.ID)
-		case "parent":
-			return strField(&m.Parent)
-		case "date":
-			return strField(&m.Date)
-		}
-	case 1:
-		p := &m.Packages[len(m.Packages)-1]
-		switch key {
-		case "suite":
-			return strField(&p.Suite)
-		case "component":
-			return strField(&p.Component)
-		case "name":
-			return strField(&p.Name)
-		case "version":
-			return strField(&p.Version)
-		case "architecture":
-			return strField(&p.Architecture)
-		case "path":
-			return strField(&p.Path)
-		case "size":
-			return numField(&p.Size)
-		case "sha256":
-			return strField(&p.SHA256)
-		}
-	case 2:
+	for d.ok && strings.HasPrefix(s[d.pos:], lFile) {
+		m.Files = append(m.Files, File{})
 		f := &m.Files[len(m.Files)-1]
-		switch key {
-		case "path":
-			return strField(&f.Path)
-		case "size":
-			return numField(&f.Size)
-		case "sha256":
-			return strField(&f.SHA256)
-		}
+		d.lit(lFile)
+		f.Path = d.str()
+		d.lit(lSize)
+		f.Size = d.num()
+		d.lit(lSHA256)
+		f.SHA256 = d.str()
+		d.lit(lEnd)
 	}
-	return false
+	return d.ok && d.pos == len(s)
+}
+
+// decoder reads the canonical layout. After a mismatch ok is false, and what it reads
+// is meaningless.
+type decoder struct {
+	s   string
+	pos int
+	ok  bool
+}
+
+// lit reads the literal l.
+func (d *decoder) lit(l string) {
+	if !strings.HasPrefix(d.s[d.pos:], l) {
+		d.ok = false
+		return
+	}
+	d.pos += len(l)
+}
+
+// str reads a plain string, up to the first byte that is not plain (a quote, if the
+// layout is right).
+func (d *decoder) str() string {
+	n := plainPrefix(d.s[d.pos:])
+	v := d.s[d.pos : d.pos+n]
+	d.pos += n
+	return v
+}
+
+// num reads a decimal integer as strconv.AppendInt writes it, without sign and of at
+// most 18 digits.
+func (d *decoder) num() int64 {
+	rest := d.s[d.pos:]
+	var v int64
+	n := 0
+	for ; n < len(rest) && '0' <= rest[n] && rest[n] <= '9'; n++ {
+		v = v*10 + int64(rest[n]-'0')
+	}
+	if n == 0 || n > 18 || rest[0] == '0' && n > 1 {
+		d.ok = false
+		return 0
+	}
+	d.pos += n
+	return v
 }

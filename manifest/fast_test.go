@@ -3,9 +3,12 @@ package manifest
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/armor-apt/armor/manifest/tomlfile"
 
 	"github.com/pelletier/go-toml/v2"
 )
@@ -97,7 +100,136 @@ func FuzzParseCanonical(f *testing.F) {
 		if !reflect.DeepEqual(*fast, slow) {
 			t.Fatalf("decoders disagree:\nfast %+v\nslow %+v", *fast, slow)
 		}
+		// What the fast decoder accepts is exactly the canonical encoding, which is what
+		// lets Parse check the id by hashing its input.
+		again, idAt, ok := appendCanonical(nil, fast, fast.ID)
+		if !ok || !bytes.Equal(again, data) {
+			t.Fatalf("the fast decoder accepted a non-canonical encoding:\n%q\nwhich encodes as\n%q", data, again)
+		}
+		if _, top, _, _ := parseTop(string(data)); top == nil || idAt != top.pos-len(lParent)-len(fast.Parent)-len(lDate)-len(fast.Date)-len(lEnd)-len(fast.ID) {
+			t.Fatalf("parseTop and appendCanonical disagree on where the id is")
+		}
 	})
+}
+
+// parseSlow is Parse through go-toml only.
+func parseSlow(data []byte, name string) (*Manifest, error) {
+	var m Manifest
+	if err := tomlfile.Decode(data, "manifest "+name, &m); err != nil {
+		return nil, err
+	}
+	if err := m.Validate(); err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", name, err)
+	}
+	if err := VerifyID(&m); err != nil {
+		return nil, fmt.Errorf("manifest %s: %w", name, err)
+	}
+	return &m, nil
+}
+
+// On canonical input, valid or not, Parse's fast path gives what go-toml's does.
+func TestParseFastEqualsSlow(t *testing.T) {
+	good, err := Marshal(realManifest(5000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := parseCanonical(good)
+	id, parent := m.ID, m.Parent
+	edits := []struct {
+		name, from, to string
+		wantErr        bool
+	}{
+		{"valid", "", "", false},
+		{"tampered size", "\nsize = 1", "\nsize = 2", true},
+		{"tampered name", "name = 'lib", "name = 'lob", true},
+		{"tampered id", "id = '" + id, "id = '0" + id[1:], true},
+		{"short id", "id = '" + id, "id = '" + id[1:], true},
+		{"bad digest", "sha256 = '", "sha256 = 'x", true},
+		{"traversal", "path = 'pool/", "path = 'pool/../", true},
+		{"schema", "schema = 1\n", "schema = 2\n", true},
+		{"no parent", "parent = '" + parent, "parent = '", true},
+		{"short parent", "parent = '" + parent, "parent = '" + parent[1:], true},
+	}
+	for _, e := range edits {
+		t.Run(e.name, func(t *testing.T) {
+			data := []byte(strings.Replace(string(good), e.from, e.to, 1))
+			if e.from != "" && bytes.Equal(data, good) {
+				t.Fatal("the edit did not apply")
+			}
+			if _, ok := parseCanonical(data); !ok {
+				t.Fatal("the fast decoder rejects the input")
+			}
+			fast, errFast := Parse(data, "m.toml")
+			slow, errSlow := parseSlow(data, "m.toml")
+			if fmt.Sprint(errFast) != fmt.Sprint(errSlow) {
+				t.Fatalf("fast: %v\nslow: %v", errFast, errSlow)
+			}
+			if errFast == nil && !reflect.DeepEqual(fast, slow) {
+				t.Fatal("the decoders disagree")
+			}
+			if (errFast != nil) != e.wantErr {
+				t.Fatalf("error %v, want one: %v", errFast, e.wantErr)
+			}
+		})
+	}
+}
+
+// SealMarshal is Seal then Marshal, on the fast path (hashing beside the encoding or
+// not) and on go-toml's.
+func TestSealMarshal(t *testing.T) {
+	shuffled := realManifest(300)
+	rand.New(rand.NewPCG(3, 3)).Shuffle(len(shuffled.Packages), func(i, j int) {
+		shuffled.Packages[i], shuffled.Packages[j] = shuffled.Packages[j], shuffled.Packages[i]
+	})
+	quoteRepo := sample()
+	quoteRepo.Repository = "it's"
+	quoteLate := realManifest(6000)
+	quoteLate.Files[len(quoteLate.Files)-1].Path = "dists/x\\y"
+	staleID := sample()
+	staleID.ID = "not 'an' id"
+	tests := []struct {
+		name string
+		m    *Manifest
+		fast bool
+	}{
+		{"sample", sample(), true},
+		{"large", realManifest(6000), true},
+		{"unsorted", shuffled, true},
+		{"empty", &Manifest{Schema: 1, Repository: "e", Date: "d"}, true},
+		{"stale id", staleID, true},
+		{"quote in repository", quoteRepo, false},
+		{"backslash in the last file", quoteLate, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a, b := clone(tt.m), clone(tt.m)
+			got, err := SealMarshal(a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Seal(b); err != nil {
+				t.Fatal(err)
+			}
+			want, err := Marshal(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("SealMarshal:\n%.2000s\nSeal, Marshal:\n%.2000s", got, want)
+			}
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("SealMarshal left %+v, Seal %+v", a.ID, b.ID)
+			}
+			if _, ok := parseCanonical(got); ok != tt.fast {
+				t.Fatalf("fast path: %v, want %v", ok, tt.fast)
+			}
+			if len(tt.m.Packages) > 0 && tt.m.Validate() == nil || tt.name == "sample" {
+				if _, err := Parse(got, "m.toml"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
 }
 
 func BenchmarkMarshal100k(b *testing.B) {

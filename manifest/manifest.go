@@ -1,10 +1,12 @@
 package manifest
 
 import (
-	"cmp"
 	"fmt"
+	"hash/maphash"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // SchemaVersion is the manifest format this code writes and the only one it reads.
@@ -95,21 +97,60 @@ func (m *Manifest) Objects() []Object {
 }
 
 // Sort puts packages and files in canonical order: packages by suite, component, name,
-// version string, architecture and path; files by path.
+// version string, architecture and path; files by path. Already sorted lists, the usual
+// case, are only checked.
 func (m *Manifest) Sort() {
-	slices.SortFunc(m.Packages, comparePackages)
-	slices.SortFunc(m.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	if !packagesSorted(m.Packages) {
+		slices.SortFunc(m.Packages, comparePackages)
+	}
+	if !filesSorted(m.Files) {
+		slices.SortFunc(m.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	}
 }
 
-func comparePackages(a, b Package) int {
-	return cmp.Or(
-		strings.Compare(a.Suite, b.Suite),
-		strings.Compare(a.Component, b.Component),
-		strings.Compare(a.Name, b.Name),
-		strings.Compare(a.Version, b.Version),
-		strings.Compare(a.Architecture, b.Architecture),
-		strings.Compare(a.Path, b.Path),
-	)
+// packagesSorted and filesSorted are slices.IsSortedFunc without copying entries.
+func packagesSorted(ps []Package) bool {
+	for i := 1; i < len(ps); i++ {
+		if comparePackagePtrs(&ps[i], &ps[i-1]) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func filesSorted(fs []File) bool {
+	for i := 1; i < len(fs); i++ {
+		if fs[i].Path < fs[i-1].Path {
+			return false
+		}
+	}
+	return true
+}
+
+func comparePackages(a, b Package) int { return comparePackagePtrs(&a, &b) }
+
+func comparePackagePtrs(a, b *Package) int {
+	if c := compareKeys(a, b); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Path, b.Path)
+}
+
+// compareKeys orders packages by their Key's fields, in order.
+func compareKeys(a, b *Package) int {
+	if c := strings.Compare(a.Suite, b.Suite); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Component, b.Component); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Name, b.Name); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Version, b.Version); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Architecture, b.Architecture)
 }
 
 // ValidPath reports whether p is a clean, relative, slash-separated tree path: no
@@ -118,49 +159,58 @@ func ValidPath(p string) bool {
 	if p == "" {
 		return false
 	}
-	segStart := 0
-	for i := 0; i <= len(p); i++ {
-		if i < len(p) && p[i] != '/' {
-			if p[i] == '\\' || p[i] == 0 {
+	seg := 0 // start of the current segment
+	for i := 0; i < len(p); i++ {
+		switch pathByte[p[i]] {
+		case pathSlash:
+			if !validSegment(p[seg:i]) {
 				return false
 			}
-			continue
-		}
-		seg := p[segStart:i]
-		if seg == "" || seg == "." || seg == ".." {
+			seg = i + 1
+		case pathBad:
 			return false
 		}
-		segStart = i + 1
 	}
-	return true
+	return validSegment(p[seg:])
 }
 
-// packageLabel and fileLabel name an entry in errors; they are formatted only when an
-// error is returned, since Validate runs over every entry of large manifests.
-type packageLabel struct {
-	i int
-	p *Package
+func validSegment(s string) bool {
+	return len(s) > 2 || len(s) > 0 && s != "." && s != ".."
 }
 
-func (l packageLabel) String() string {
-	return fmt.Sprintf("package %d (%s %s %s in %s/%s)", l.i+1, l.p.Name, l.p.Version, l.p.Architecture, l.p.Suite, l.p.Component)
-}
+const (
+	pathOK = iota
+	pathSlash
+	pathBad
+)
 
-type fileLabel struct {
-	i    int
-	path string
-}
+var pathByte = func() (t [256]uint8) {
+	t['/'] = pathSlash
+	t['\\'] = pathBad
+	t[0] = pathBad
+	return t
+}()
 
-func (l fileLabel) String() string { return fmt.Sprintf("file %d (%s)", l.i+1, l.path) }
+// label names entry e (packages, then files, counted together) in errors. It is formatted
+// only when an error is returned, since Validate runs over every entry of large manifests.
+func (m *Manifest) label(e int) string {
+	if e < len(m.Packages) {
+		p := &m.Packages[e]
+		return fmt.Sprintf("package %d (%s %s %s in %s/%s)", e+1, p.Name, p.Version, p.Architecture, p.Suite, p.Component)
+	}
+	e -= len(m.Packages)
+	return fmt.Sprintf("file %d (%s)", e+1, m.Files[e].Path)
+}
 
 // ValidDigest reports whether s is a lowercase hex SHA-256.
 func ValidDigest(s string) bool {
 	if len(s) != 64 {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+	// Eight bytes at a time: each must be a digit or a to f.
+	for i := 0; i < 64; i += 8 {
+		x := load64(s, i)
+		if between(x, '0'-1, '9'+1)|between(x, 'a'-1, 'f'+1) != hi1 {
 			return false
 		}
 	}
@@ -170,6 +220,10 @@ func ValidDigest(s string) bool {
 // Validate checks the manifest's internal consistency: schema, digests, sizes, paths,
 // canonical order, no duplicate identity, and no path served as two different objects.
 // It does not check the ID; see VerifyID.
+//
+// The error is the one a check of each entry in turn meets first. Large manifests are
+// checked on all cores, a part each, and the paths served twice are looked for at the
+// end (see firstConflict); the result is the same.
 func (m *Manifest) Validate() error {
 	if m.Schema != SchemaVersion {
 		return fmt.Errorf("schema %d is not supported (this armor reads schema %d)", m.Schema, SchemaVersion)
@@ -180,51 +234,209 @@ func (m *Manifest) Validate() error {
 	if m.Parent != "" && !ValidDigest(m.Parent) {
 		return fmt.Errorf("parent %q is not a sha256 release id", m.Parent)
 	}
-	paths := make(map[string]Object, len(m.Files)+len(m.Packages))
-	claim := func(what fmt.Stringer, p string, o Object) error {
-		if !ValidPath(p) {
-			return fmt.Errorf("%s: path %q is not a clean relative path", what, p)
-		}
-		if !ValidDigest(o.SHA256) {
-			return fmt.Errorf("%s: sha256 %q is not 64 lowercase hex digits", what, o.SHA256)
-		}
-		if o.Size < 0 {
-			return fmt.Errorf("%s: negative size %d", what, o.Size)
-		}
-		if prev, ok := paths[p]; ok && prev != o {
-			return fmt.Errorf("%s: path %s is listed as two different objects", what, p)
-		}
-		paths[p] = o
-		return nil
+	n := len(m.Packages) + len(m.Files)
+	return m.checkAll(min(runtime.GOMAXPROCS(0), n/(1<<14)))
+}
+
+// checkAll checks the entries in the given number of parts at once.
+func (m *Manifest) checkAll(parts int) error {
+	n := len(m.Packages) + len(m.Files)
+	var keys []uint64 // see firstConflict
+	if n < 1<<conflictBits {
+		keys = make([]uint64, n)
 	}
-	for i, p := range m.Packages {
-		what := packageLabel{i, &p}
-		if p.Suite == "" || p.Component == "" || p.Name == "" || p.Version == "" || p.Architecture == "" {
-			return fmt.Errorf("%s: suite, component, name, version and architecture are required", what)
+	seed := maphash.MakeSeed()
+	first := entryError{e: n}
+	if parts > 1 {
+		found := make([]entryError, parts)
+		var wg sync.WaitGroup
+		for i := range parts {
+			wg.Go(func() { found[i] = m.checkEntries(i*n/parts, (i+1)*n/parts, keys, seed) })
 		}
-		// Packages are in canonical order (checked below), so a package listed twice
+		wg.Wait()
+		for _, f := range found {
+			if f.err != nil && f.e < first.e {
+				first = f
+			}
+		}
+	} else {
+		first = m.checkEntries(0, n, keys, seed)
+	}
+	// Entries after the first failing one were not all checked, and do not matter.
+	last := min(first.e, n-1)
+	if keys != nil {
+		keys = keys[:last+1]
+	}
+	if c := m.firstConflict(keys, last); c >= 0 && (c < first.e || c == first.e && first.late) {
+		return fmt.Errorf("%s: path %s is listed as two different objects", m.label(c), m.entryPath(c))
+	}
+	return first.err
+}
+
+// entryError is the first error checkEntries meets.
+type entryError struct {
+	e    int   // the entry (packages, then files, counted together); the end if none
+	late bool  // met after the place of the path conflict check in the entry's checks
+	err  error // nil if none
+}
+
+// checkEntries checks entries lo to hi-1 (packages, then files), all but the path
+// conflicts, stopping at the first error. It sets keys[e] for each entry e it checks, if
+// keys is not nil.
+func (m *Manifest) checkEntries(lo, hi int, keys []uint64, seed maphash.Seed) entryError {
+	fail := func(e int, late bool, format string, args ...any) entryError {
+		return entryError{e, late, fmt.Errorf("%s: "+format, append([]any{m.label(e)}, args...)...)}
+	}
+	for i := lo; i < min(hi, len(m.Packages)); i++ {
+		p := &m.Packages[i]
+		if keys != nil {
+			keys[i] = conflictKey(seed, p.Path, i)
+		}
+		if p.Suite == "" || p.Component == "" || p.Name == "" || p.Version == "" || p.Architecture == "" {
+			return fail(i, false, "suite, component, name, version and architecture are required")
+		}
+		// Packages must be in canonical order (checked below), so a package listed twice
 		// stands next to itself.
-		if i > 0 && m.Packages[i-1].Key() == p.Key() {
-			return fmt.Errorf("%s: listed twice", what)
+		order := -1 // compared with the previous package
+		if i > 0 {
+			order = compareKeys(&m.Packages[i-1], p)
+		}
+		if order == 0 {
+			return fail(i, false, "listed twice")
 		}
 		if !strings.HasPrefix(p.Path, "pool/") {
-			return fmt.Errorf("%s: path %q is not under pool/", what, p.Path)
+			return fail(i, false, "path %q is not under pool/", p.Path)
 		}
-		if err := claim(what, p.Path, Object{p.SHA256, p.Size}); err != nil {
-			return err
+		if msg, arg := checkObject(p.Path, p.SHA256, p.Size); msg != "" {
+			return fail(i, false, msg, arg)
 		}
-		if i > 0 && comparePackages(m.Packages[i-1], p) > 0 {
-			return fmt.Errorf("%s: packages are not in canonical order", what)
+		if order > 0 {
+			return fail(i, true, "packages are not in canonical order")
 		}
 	}
-	for i, f := range m.Files {
-		what := fileLabel{i, f.Path}
-		if err := claim(what, f.Path, Object{f.SHA256, f.Size}); err != nil {
-			return err
+	for e := max(lo, len(m.Packages)); e < hi; e++ {
+		i := e - len(m.Packages)
+		f := &m.Files[i]
+		if keys != nil {
+			keys[e] = conflictKey(seed, f.Path, e)
+		}
+		if msg, arg := checkObject(f.Path, f.SHA256, f.Size); msg != "" {
+			return fail(e, false, msg, arg)
 		}
 		if i > 0 && m.Files[i-1].Path >= f.Path {
-			return fmt.Errorf("%s: files are not sorted by path, or listed twice", what)
+			return fail(e, true, "files are not sorted by path, or listed twice")
 		}
 	}
-	return nil
+	return entryError{e: len(m.Packages) + len(m.Files)}
+}
+
+// checkObject checks an entry's path, digest and size, returning the problem's format
+// and argument.
+func checkObject(path, sum string, size int64) (string, any) {
+	switch {
+	case !ValidPath(path):
+		return "path %q is not a clean relative path", path
+	case !ValidDigest(sum):
+		return "sha256 %q is not 64 lowercase hex digits", sum
+	case size < 0:
+		return "negative size %d", size
+	}
+	return "", nil
+}
+
+// entryPath and entryObject read entry e (packages, then files).
+func (m *Manifest) entryPath(e int) string {
+	if e < len(m.Packages) {
+		return m.Packages[e].Path
+	}
+	return m.Files[e-len(m.Packages)].Path
+}
+
+func (m *Manifest) entryObject(e int) Object {
+	if e < len(m.Packages) {
+		return Object{m.Packages[e].SHA256, m.Packages[e].Size}
+	}
+	f := &m.Files[e-len(m.Packages)]
+	return Object{f.SHA256, f.Size}
+}
+
+// conflictBits is the width of the entry number in a conflict key.
+const conflictBits = 24
+
+// conflictKey is entry e's word for firstConflict: a hash of its path above e.
+func conflictKey(seed maphash.Seed, path string, e int) uint64 {
+	return maphash.String(seed, path)&^(1<<conflictBits-1) | uint64(e)
+}
+
+// firstConflict returns the first entry, up to last, whose path an earlier entry lists
+// as a different object, or -1. A path may be listed more than once (one pool file in two
+// suites), always as the same object. keys holds conflictKey of entries 0 to last, or is
+// nil for manifests too large for them.
+//
+// A map[string]Object of 100,000 paths cost more than the rest of Validate together
+// (random accesses to megabytes). Instead a stable radix sort of the keys on their hash
+// brings the entries of each path together, still in entry order.
+func (m *Manifest) firstConflict(keys []uint64, last int) int {
+	if keys == nil {
+		return m.firstConflictMap(last)
+	}
+	n := len(keys)
+	tmp := make([]uint64, n)
+	for shift := conflictBits; shift < 64; shift += 8 {
+		var count [256]int
+		for _, k := range keys {
+			count[byte(k>>shift)]++
+		}
+		at := 0
+		for d, c := range count {
+			count[d] = at
+			at += c
+		}
+		for _, k := range keys {
+			d := byte(k >> shift)
+			tmp[count[d]] = k
+			count[d]++
+		}
+		keys, tmp = tmp, keys
+	}
+	first := -1
+	var claimants []int // the first entry of each distinct path in a run of one hash
+	for i := 0; i < n; {
+		j := i + 1
+		for j < n && keys[j]>>conflictBits == keys[i]>>conflictBits {
+			j++
+		}
+		if j-i > 1 {
+			claimants = claimants[:0]
+		entries:
+			for _, k := range keys[i:j] {
+				e := int(k & (1<<conflictBits - 1))
+				for _, c := range claimants {
+					if m.entryPath(c) == m.entryPath(e) {
+						if m.entryObject(c) != m.entryObject(e) && (first < 0 || e < first) {
+							first = e
+						}
+						continue entries
+					}
+				}
+				claimants = append(claimants, e)
+			}
+		}
+		i = j
+	}
+	return first
+}
+
+// firstConflictMap is firstConflict with a map.
+func (m *Manifest) firstConflictMap(last int) int {
+	paths := make(map[string]Object)
+	for e := 0; e <= last; e++ {
+		p, o := m.entryPath(e), m.entryObject(e)
+		if prev, ok := paths[p]; !ok {
+			paths[p] = o
+		} else if prev != o {
+			return e
+		}
+	}
+	return -1
 }
