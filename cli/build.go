@@ -102,11 +102,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 		return nil, err
 	}
 	if !res.UpToDate {
-		data, err := manifest.Marshal(res.Manifest)
-		if err != nil {
-			return nil, err
-		}
-		if err := gen.WriteFileAtomic(manifestPath, data, 0o644); err != nil {
+		if err := gen.WriteFileAtomic(manifestPath, res.Encoded, 0o644); err != nil {
 			return nil, err
 		}
 	}

@@ -149,11 +149,7 @@ func (r *benchRepo) build(b *testing.B) (res *gen.Result, load, build, save time
 	}
 	t2 := time.Now()
 	if !res.UpToDate {
-		data, err := manifest.Marshal(res.Manifest)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := gen.WriteFileAtomic(r.Manifest, data, 0o644); err != nil {
+		if err := gen.WriteFileAtomic(r.Manifest, res.Encoded, 0o644); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -77,6 +77,9 @@ type Stats struct {
 // Result is the outcome of Build.
 type Result struct {
 	Manifest *manifest.Manifest
+	// Encoded is the manifest file's content (manifest.Marshal of Manifest), nil when
+	// UpToDate: the caller writes it, once the tree is in place.
+	Encoded  []byte
 	UpToDate bool // nothing changed: no file was written and Manifest is Previous
 	Stats    Stats
 }
@@ -140,7 +143,8 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if o.Previous != nil {
 		m.Parent = o.Previous.ID
 	}
-	if err := manifest.Seal(m); err != nil {
+	encoded, err := manifest.SealMarshal(m)
+	if err != nil {
 		return abort(err)
 	}
 	if err := m.Validate(); err != nil {
@@ -161,7 +165,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		tw.Abort()
 		return nil, err
 	}
-	res.Manifest = m
+	res.Manifest, res.Encoded = m, encoded
 	res.Stats.Packages = len(m.Packages)
 	b.writeCache(<-cacheData)
 	return res, nil

@@ -160,8 +160,31 @@ func (r *repo) build() (*gen.Result, error) {
 	res, err := gen.Build(context.Background(), o)
 	if err == nil {
 		r.Last = res.Manifest
+		r.checkEncoded(res)
 	}
 	return res, err
+}
+
+// checkEncoded checks that the manifest file Build hands back is the manifest's own
+// encoding, with a valid id.
+func (r *repo) checkEncoded(res *gen.Result) {
+	r.t.Helper()
+	if res.UpToDate {
+		if res.Encoded != nil {
+			r.t.Error("an up-to-date build returned manifest bytes to write")
+		}
+		return
+	}
+	want, err := manifest.Marshal(res.Manifest)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if !bytes.Equal(res.Encoded, want) {
+		r.t.Error("Result.Encoded differs from manifest.Marshal(Result.Manifest)")
+	}
+	if _, err := manifest.Parse(res.Encoded, "built manifest"); err != nil {
+		r.t.Errorf("Result.Encoded does not parse: %v", err)
+	}
 }
 
 // mustBuild is build that fails the test on error.
