@@ -134,6 +134,8 @@ func (e *Edge) Handler() fasthttp.RequestHandler { return e.handle }
 // Serve serves the public listener until ctx is cancelled, then shuts down gracefully
 // (in-flight requests finish within Config.ShutdownTimeout) and returns nil.
 func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
+	// Equal read and idle timeouts let trackedConn keep one read deadline across
+	// requests instead of moving it twice per request (see deadlineSlack).
 	srv := &fasthttp.Server{
 		Handler:                      e.handle,
 		ErrorHandler:                 e.handleParseError,
@@ -141,7 +143,7 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 		ReadBufferSize:               8 << 10,
 		WriteBufferSize:              64 << 10,
 		ReadTimeout:                  60 * time.Second,
-		IdleTimeout:                  120 * time.Second,
+		IdleTimeout:                  60 * time.Second,
 		MaxRequestBodySize:           4 << 10,
 		NoDefaultContentType:         true,
 		DisablePreParseMultipartForm: true,

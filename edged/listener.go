@@ -13,6 +13,7 @@ import (
 // connection a client opened but never used (Go's and browsers' transports dial
 // spare connections) would hold a graceful shutdown until ReadTimeout. At shutdown,
 // closeUnused closes those; connections that carry a request are left to finish.
+// Its connections also coalesce read deadlines (see deadlineSlack).
 type trackingListener struct {
 	net.Listener
 	mu    sync.Mutex
@@ -69,6 +70,40 @@ type trackedConn struct {
 	l      *trackingListener
 	used   atomic.Bool
 	closed atomic.Bool
+	// readDeadline is the read deadline last set on Conn (zero: none); only the
+	// goroutine serving the connection sets deadlines.
+	readDeadline time.Time
+}
+
+// deadlineSlack is how much later than asked a read deadline may fall. fasthttp sets
+// a fresh read deadline (now + timeout) twice per request; moving the runtime's timer
+// each time costs clock reads and timer-heap work on every request. Within the slack,
+// the deadline already set is kept; a new one is set slack beyond the one asked, so
+// the next second of requests keeps it too. A deadline is never earlier than asked.
+const deadlineSlack = time.Second
+
+func (c *trackedConn) SetReadDeadline(t time.Time) error {
+	if !t.IsZero() && !c.readDeadline.IsZero() && !c.readDeadline.Before(t) && c.readDeadline.Sub(t) <= deadlineSlack {
+		return nil
+	}
+	if !t.IsZero() {
+		t = t.Add(deadlineSlack)
+	}
+	c.readDeadline = time.Time{}
+	if err := c.Conn.SetReadDeadline(t); err != nil {
+		return err
+	}
+	c.readDeadline = t
+	return nil
+}
+
+func (c *trackedConn) SetDeadline(t time.Time) error {
+	c.readDeadline = time.Time{}
+	if err := c.Conn.SetDeadline(t); err != nil {
+		return err
+	}
+	c.readDeadline = t
+	return nil
 }
 
 func (c *trackedConn) Read(p []byte) (int, error) {
