@@ -165,8 +165,13 @@ type fileStat struct {
 
 // inputFile is a path an input pattern matched, with its stat.
 type inputFile struct {
-	path string
-	st   fileStat
+	path    string
+	st      fileStat
+	statted bool
+}
+
+func statOf(st *unix.Stat_t) fileStat {
+	return fileStat{st.Size, st.Mtim.Nano(), st.Mode&unix.S_IFMT == unix.S_IFREG}
 }
 
 // expandInputs resolves glob patterns (with ** for any depth) relative to base into a
@@ -261,7 +266,7 @@ func walkSimple(out []inputFile, root, seg string, deep bool) ([]inputFile, erro
 			}
 		}
 	}
-	f.Close()
+	defer f.Close()
 	if errors.Is(err, syscall.ENOTDIR) {
 		return out, nil
 	}
@@ -272,10 +277,16 @@ func walkSimple(out []inputFile, root, seg string, deep bool) ([]inputFile, erro
 	if !strings.HasSuffix(root, "/") {
 		root += "/"
 	}
+	var st unix.Stat_t
 	for _, e := range ents {
 		p := root + e.name
 		if !deep || matchName(seg, e.name) {
-			out = append(out, inputFile{path: p})
+			// Relative to the open directory: resolving each whole path again made the
+			// stats five times slower.
+			if err := unix.Fstatat(int(f.Fd()), e.name, &st, 0); err != nil {
+				return nil, fmt.Errorf("read input: %w", &fs.PathError{Op: "stat", Path: p, Err: err})
+			}
+			out = append(out, inputFile{path: p, st: statOf(&st), statted: true})
 		}
 		if e.dir {
 			if out, err = walkSimple(out, p, seg, deep); err != nil {
@@ -307,10 +318,13 @@ func statInputs(files []inputFile) error {
 			var st unix.Stat_t
 			for i := range part {
 				f := &part[i]
+				if f.statted {
+					continue
+				}
 				if err := unix.Stat(f.path, &st); err != nil {
 					return fmt.Errorf("read input: %w", &fs.PathError{Op: "stat", Path: f.path, Err: err})
 				}
-				f.st = fileStat{st.Size, st.Mtim.Nano(), st.Mode&unix.S_IFMT == unix.S_IFREG}
+				f.st, f.statted = statOf(&st), true
 			}
 			return nil
 		})
