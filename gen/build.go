@@ -6,6 +6,7 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"os"
 	"path/filepath"
 	"slices"
@@ -327,16 +328,36 @@ func (b *builder) collect(ctx context.Context) error {
 	}
 	// One pool path, one file: a path is shared by suites, and versions differing only in
 	// their epoch share a file name.
-	byPath := slices.Clone(kept)
-	slices.SortStableFunc(byPath, func(x, y claim) int { return strings.Compare(x.pkg.Path, y.pkg.Path) })
-	for i := 1; i < len(byPath); i++ {
-		if x, y := byPath[i-1], byPath[i]; x.pkg.Path == y.pkg.Path && x.pkg.SHA256 != y.pkg.SHA256 {
-			if y.order < x.order {
-				x, y = y, x
-			}
-			return fmt.Errorf("%w: %s and %s would both be published as %s but differ; remove one",
-				ErrConflict, x.in.Path, y.in.Path, x.pkg.Path)
+	// Sorting 64-bit hashes of the paths finds the candidates without sorting the paths.
+	type pathHash struct {
+		h uint64
+		i int
+	}
+	seed := maphash.MakeSeed()
+	hashes := make([]pathHash, len(kept))
+	for i, c := range kept {
+		hashes[i] = pathHash{maphash.String(seed, c.pkg.Path), i}
+	}
+	slices.SortFunc(hashes, func(x, y pathHash) int { return cmp.Or(cmp.Compare(x.h, y.h), cmp.Compare(x.i, y.i)) })
+	for lo := 0; lo < len(hashes); {
+		hi := lo + 1
+		for hi < len(hashes) && hashes[hi].h == hashes[lo].h {
+			hi++
 		}
+		for a := lo; a < hi; a++ { // a run is one path, or a rare collision
+			for b := a + 1; b < hi; b++ {
+				x, y := kept[hashes[a].i], kept[hashes[b].i]
+				if x.pkg.Path != y.pkg.Path || x.pkg.SHA256 == y.pkg.SHA256 {
+					continue
+				}
+				if y.order < x.order {
+					x, y = y, x
+				}
+				return fmt.Errorf("%w: %s and %s would both be published as %s but differ; remove one",
+					ErrConflict, x.in.Path, y.in.Path, x.pkg.Path)
+			}
+		}
+		lo = hi
 	}
 	added := b.diffStats()
 	b.added = added

@@ -451,6 +451,16 @@ func TestBadInput(t *testing.T) {
 			is: gen.ErrConflict, want: []string{"pkg000000 1.0-1 (amd64)"},
 		},
 		{
+			// Debian pool file names leave the epoch out: 1.0-1 and 1:1.0-1 would share one.
+			name: "two versions that differ only in their epoch",
+			setup: func(t *testing.T, r *repo) []string {
+				a := writeOne(t, r.in("bad/a"), "epochy", "1.0-1", "amd64", "")
+				b := writeOne(t, r.in("bad/b"), "epochy", "1:1.0-1", "amd64", "")
+				return []string{a, b}
+			},
+			is: gen.ErrConflict, want: []string{"would both be published as", "pool/main/e/epochy/epochy_1.0-1_amd64.deb"},
+		},
+		{
 			name: "dangling symlink",
 			setup: func(t *testing.T, r *repo) []string {
 				p := r.in("bad/dangling.deb")
