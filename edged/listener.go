@@ -29,7 +29,7 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc := &trackedConn{Conn: c, l: l}
+	tc := &trackedConn{Conn: c, l: l, rio: newRawIO(c)}
 	l.mu.Lock()
 	l.conns[tc] = struct{}{}
 	l.mu.Unlock()
@@ -73,6 +73,7 @@ type trackedConn struct {
 	// readDeadline is the read deadline last set on Conn (zero: none); only the
 	// goroutine serving the connection sets deadlines.
 	readDeadline time.Time
+	rio          *rawIO // nil: Conn's own Read and Write
 }
 
 // deadlineSlack is how much later than asked a read deadline may fall. fasthttp sets
@@ -106,12 +107,23 @@ func (c *trackedConn) SetDeadline(t time.Time) error {
 	return nil
 }
 
-func (c *trackedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
+func (c *trackedConn) Read(p []byte) (n int, err error) {
+	if c.rio != nil {
+		n, err = c.rio.read(p)
+	} else {
+		n, err = c.Conn.Read(p)
+	}
 	if n > 0 && !c.used.Load() {
 		c.used.Store(true)
 	}
 	return n, err
+}
+
+func (c *trackedConn) Write(p []byte) (int, error) {
+	if c.rio != nil {
+		return c.rio.write(p)
+	}
+	return c.Conn.Write(p)
 }
 
 func (c *trackedConn) Close() error {

@@ -1,7 +1,12 @@
 package edged
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
 	"net"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -74,4 +79,124 @@ func TestReadDeadlineCoalescing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTrackedConnIO: connections accepted by the tracking listener (raw socket I/O on
+// Linux) read and write like net.Conn: large writes to a slow reader complete, a read
+// past its deadline is a timeout, a read after the peer closes is io.EOF, and a read
+// blocked when the connection is closed returns.
+func TestTrackedConnIO(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := newTrackingListener(inner)
+	defer ln.Close()
+	pair := func(t *testing.T) (server net.Conn, client net.Conn) {
+		t.Helper()
+		client, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		server, err = ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runtime.GOOS == "linux" && server.(*trackedConn).rio == nil {
+			t.Fatal("accepted TCP connection does not use raw socket I/O on Linux")
+		}
+		t.Cleanup(func() { client.Close(); server.Close() })
+		return server, client
+	}
+
+	t.Run("large write to a slow reader", func(t *testing.T) {
+		server, client := pair(t)
+		data := make([]byte, 16<<20)
+		for i := range data {
+			data[i] = byte(i * 7)
+		}
+		done := make(chan error, 1)
+		go func() {
+			n, err := server.Write(data)
+			if err == nil && n != len(data) {
+				err = fmt.Errorf("wrote %d of %d bytes", n, len(data))
+			}
+			done <- err
+		}()
+		time.Sleep(50 * time.Millisecond) // let the socket buffers fill
+		got, err := io.ReadAll(io.LimitReader(client, int64(len(data))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("write: %v", err)
+		}
+		if !bytes.Equal(got, data) {
+			t.Fatalf("read %d bytes, not the %d written", len(got), len(data))
+		}
+	})
+
+	t.Run("read and EOF", func(t *testing.T) {
+		server, client := pair(t)
+		if _, err := client.Write([]byte("GET / HTTP/1.1\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		client.Close()
+		got, err := io.ReadAll(server)
+		if err != nil || string(got) != "GET / HTTP/1.1\r\n" {
+			t.Fatalf("ReadAll = %q, %v", got, err)
+		}
+		if n, err := server.Read(make([]byte, 8)); n != 0 || err != io.EOF {
+			t.Fatalf("read after EOF = %d, %v; want 0, io.EOF", n, err)
+		}
+	})
+
+	t.Run("read deadline", func(t *testing.T) {
+		server, _ := pair(t)
+		// On the underlying connection: trackedConn would add deadlineSlack.
+		if err := server.(*trackedConn).Conn.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		_, err := server.Read(make([]byte, 8))
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("read past the deadline: %v; want a timeout", err)
+		}
+	})
+
+	t.Run("close while reading", func(t *testing.T) {
+		server, _ := pair(t)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := server.Read(make([]byte, 8))
+			errc <- err
+		}()
+		time.Sleep(20 * time.Millisecond)
+		server.Close()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, net.ErrClosed) {
+				t.Fatalf("read on a closed connection: %v; want net.ErrClosed", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("read still blocked 5s after Close")
+		}
+	})
+
+	t.Run("write to a reset connection", func(t *testing.T) {
+		server, client := pair(t)
+		client.(*net.TCPConn).SetLinger(0)
+		client.Close()
+		time.Sleep(20 * time.Millisecond)
+		var err error
+		for range 100 {
+			if _, err = server.Write(make([]byte, 64<<10)); err != nil {
+				break
+			}
+		}
+		var op *net.OpError
+		if !errors.As(err, &op) || op.Op != "write" {
+			t.Fatalf("write to a reset connection: %v; want a *net.OpError from write", err)
+		}
+	})
 }
