@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -34,6 +35,12 @@ import (
 //
 // On a shared machine, ARMOR_BENCH_ROUNDS=3 alternates the servers three times per
 // object and keeps each one's best run.
+//
+// ARMOR_BENCH_PROCS=N (default 2) gives both servers the same parallelism: nginx runs
+// N workers and edged serves with GOMAXPROCS=N. wrk shares the machine, so on two
+// cores N=1 leaves the client a core of its own, while N=2 makes three busy threads
+// (two server threads and wrk) share two cores: there the servers' latency tails
+// mostly measure how long a runnable thread waits for a core.
 //
 // It reports req/s and p99 (µs) per object for both servers, and the cold-miss
 // throughput of edged reading from a local-directory rclone store.
@@ -130,7 +137,11 @@ func BenchmarkVsNginx(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	nginxAddr := startNginx(b, root)
+	procs := 2
+	if n, err := strconv.Atoi(os.Getenv("ARMOR_BENCH_PROCS")); err == nil && n > 0 {
+		procs = n
+	}
+	nginxAddr := startNginx(b, root, procs)
 	rc, err := cas.OpenRclone(context.Background(), filepath.Join(root, "store"))
 	if err != nil {
 		b.Fatal(err)
@@ -146,14 +157,16 @@ func BenchmarkVsNginx(b *testing.B) {
 		var ng, ed wrkResult
 		for range rounds {
 			ng = ng.best(runWrk(b, nginxAddr, hostA, "/"+bp.path))
+			prev := runtime.GOMAXPROCS(procs)
 			ed = ed.best(runWrk(b, edge.addr, hostA, "/"+bp.path))
+			runtime.GOMAXPROCS(prev)
 		}
 		b.ReportMetric(ng.rps, bp.name+"-nginx-req/s")
 		b.ReportMetric(ed.rps, bp.name+"-edged-req/s")
 		b.ReportMetric(ng.p99.Seconds()*1e6, bp.name+"-nginx-p99-µs")
 		b.ReportMetric(ed.p99.Seconds()*1e6, bp.name+"-edged-p99-µs")
-		b.Logf("%-18s nginx %9.0f req/s p99 %8s | edged %9.0f req/s p99 %8s | edged/nginx %.2f×",
-			bp.name, ng.rps, ng.p99, ed.rps, ed.p99, ed.rps/ng.rps)
+		b.Logf("%-18s nginx %9.0f req/s p99 %8s | edged %9.0f req/s p99 %8s | edged/nginx %.2f× (%d procs)",
+			bp.name, ng.rps, ng.p99, ed.rps, ed.p99, ed.rps/ng.rps, procs)
 	}
 	rps, mbps := coldMisses(b, rc)
 	b.ReportMetric(rps, "cold-miss-req/s")
@@ -161,8 +174,8 @@ func BenchmarkVsNginx(b *testing.B) {
 	b.Logf("cold misses from a local-directory store: %.0f req/s, %.1f MB/s (4 KiB objects, 32 clients)", rps, mbps)
 }
 
-// startNginx runs nginx (2 workers, sendfile) over root/www on a free loopback port.
-func startNginx(b *testing.B, root string) string {
+// startNginx runs nginx (procs workers, sendfile) over root/www on a free loopback port.
+func startNginx(b *testing.B, root string, procs int) string {
 	b.Helper()
 	addr := freeAddr(b)
 	user := ""
@@ -170,7 +183,7 @@ func startNginx(b *testing.B, root string) string {
 		user = "user root;"
 	}
 	conf := fmt.Sprintf(`%s
-worker_processes 2;
+worker_processes %[4]d;
 daemon off;
 pid %[2]s/nginx.pid;
 error_log %[2]s/error.log;
@@ -192,7 +205,7 @@ http {
 		root %[2]s/www;
 	}
 }
-`, user, root, addr)
+`, user, root, addr, procs)
 	confPath := filepath.Join(root, "nginx.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		b.Fatal(err)
