@@ -277,24 +277,44 @@ func walkSimple(out []inputFile, root, seg string, deep bool) ([]inputFile, erro
 	if !strings.HasSuffix(root, "/") {
 		root += "/"
 	}
-	var st unix.Stat_t
+	dirfd := int(f.Fd())
+	first := len(out)
+	var subdirs []string
 	for _, e := range ents {
 		p := root + e.name
 		if !deep || matchName(seg, e.name) {
-			// Relative to the open directory: resolving each whole path again made the
-			// stats five times slower.
-			if err := unix.Fstatat(int(f.Fd()), e.name, &st, 0); err != nil {
-				return nil, fmt.Errorf("read input: %w", &fs.PathError{Op: "stat", Path: p, Err: err})
-			}
-			out = append(out, inputFile{path: p, st: statOf(&st), statted: true})
+			out = append(out, inputFile{path: p})
 		}
 		if e.dir {
-			if out, err = walkSimple(out, p, seg, deep); err != nil {
-				return nil, err
-			}
+			subdirs = append(subdirs, p)
+		}
+	}
+	// Stat the matches relative to the open directory: resolving each whole path again
+	// made the stats five times slower.
+	if err := statAt(dirfd, len(root), out[first:]); err != nil {
+		return nil, err
+	}
+	for _, d := range subdirs {
+		if out, err = walkSimple(out, d, seg, deep); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// statAt stats files, whose paths are a directory's prefix of length cut and a name in
+// it, relative to the directory's descriptor. One goroutine: stats of one directory from
+// two were slower here than from one.
+func statAt(dirfd, cut int, files []inputFile) error {
+	var st unix.Stat_t
+	for i := range files {
+		f := &files[i]
+		if err := unix.Fstatat(dirfd, f.path[cut:], &st, 0); err != nil {
+			return fmt.Errorf("read input: %w", &fs.PathError{Op: "stat", Path: f.path, Err: err})
+		}
+		f.st, f.statted = statOf(&st), true
+	}
+	return nil
 }
 
 // matchName reports whether name matches the one-segment pattern seg, the common
