@@ -197,6 +197,21 @@ func syncDir(dir string) error {
 // writeFileUnsynced replaces path with data through a temporary file and a rename,
 // without an fsync: for caches that check their own integrity when read.
 func writeFileUnsynced(path string, data []byte, perm os.FileMode) error {
+	return replaceFile(path, data, perm, false)
+}
+
+// WriteFileAtomic writes one file atomically: temp file in the same directory, fsync,
+// rename, fsync of the directory.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	if err := replaceFile(path, data, perm, true); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// replaceFile writes data to a temporary file beside path, fsyncs it when durable, and
+// renames it over path. On error the temporary file is removed and path is untouched.
+func replaceFile(path string, data []byte, perm os.FileMode, durable bool) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create directory %s: %w", dir, err)
@@ -209,6 +224,9 @@ func writeFileUnsynced(path string, data []byte, perm os.FileMode) error {
 	if err == nil {
 		err = f.Chmod(perm)
 	}
+	if err == nil && durable {
+		err = f.Sync()
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -220,44 +238,4 @@ func writeFileUnsynced(path string, data []byte, perm os.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
-}
-
-// WriteFileAtomic writes one file atomically: temp file in the same directory, fsync,
-// rename, fsync of the directory.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create directory %s: %w", dir, err)
-	}
-	f, err := os.CreateTemp(dir, tmpPrefix+"*-"+filepath.Base(path))
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	ok = true
-	return syncDir(dir)
 }
