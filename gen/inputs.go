@@ -202,11 +202,8 @@ func expandInputs(base string, patterns []string) ([]inputFile, error) {
 			return nil, fmt.Errorf("input pattern %q: %w", pat, err)
 		}
 	}
-	if len(patterns) > 1 {
-		slices.SortFunc(out, func(a, b inputFile) int { return strings.Compare(a.path, b.path) })
-		out = slices.CompactFunc(out, func(a, b inputFile) bool { return a.path == b.path })
-	} else if !slices.IsSortedFunc(out, func(a, b inputFile) int { return strings.Compare(a.path, b.path) }) {
-		slices.SortFunc(out, func(a, b inputFile) int { return strings.Compare(a.path, b.path) })
+	if len(patterns) > 1 || !slices.IsSortedFunc(out, func(a, b inputFile) int { return strings.Compare(a.path, b.path) }) {
+		out = sortedInputs(out) // one pattern lists each path once; compacting is a no-op then
 	}
 	if err := statInputs(out); err != nil {
 		return nil, err
