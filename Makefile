@@ -6,7 +6,7 @@ BIN     := bin
 ARMOR   := $(BIN)/armor
 S3      := $(BIN)/s3server
 PKGS    := ./... ./testdata/synth/... ./testdata/apttest/... ./testdata/s3server/...
-RACE    := ./controld/... ./edged/... ./manifest/cas/...
+RACE    := ./controld/... ./edged/... ./manifest/cas/... ./gen
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build test test-race bench lint demo demo-stop deps clean fuzz

@@ -155,6 +155,10 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		tw.Abort()
 		return nil, err
 	}
+	if err := tw.Wait(); err != nil {
+		tw.Abort()
+		return nil, err
+	}
 	res.Stats.FilesWritten = len(tw.staged)
 	res.Stats.BytesWritten = tw.written
 	// The next stat cache is made while Commit waits for the disk, and written only once

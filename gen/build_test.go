@@ -688,3 +688,30 @@ func TestUnsafeNames(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedIndexWrite: indexes are written in the background while the build goes on. A
+// write that fails fails the build, names the path, and leaves the tree as it was, with no
+// temporary file behind.
+func TestFailedIndexWrite(t *testing.T) {
+	r := newRepo(t, repoConfig{Real: true, Synth: 4})
+	r.mustBuild()
+	// A file where the amd64 index's by-hash directory should be: the link of the new
+	// index there cannot be made.
+	byHash := r.tree(amd64Dir + "by-hash/SHA256")
+	if err := os.RemoveAll(byHash); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, byHash, []byte("in the way\n"))
+	before := snapshot(t, r.Opts.TreeDir)
+	writeOne(t, r.in("new"), "newpkg", "1.0-1", "amd64", "pkg000000")
+	_, err := r.build()
+	if err == nil {
+		t.Fatal("build succeeded with the by-hash directory blocked")
+	}
+	if !strings.Contains(err.Error(), "by-hash/SHA256") {
+		t.Errorf("error does not name the by-hash path: %v", err)
+	}
+	if d := diffSnapshots(before, snapshot(t, r.Opts.TreeDir)); len(d) > 0 {
+		t.Errorf("a failed build changed the tree: %q", d)
+	}
+}

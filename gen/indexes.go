@@ -168,9 +168,8 @@ func (b *builder) writeIndex(dist, rel string, members, old []*manifest.Package,
 		d := files.Digests[i]
 		sums[rel+variants[i]] = d
 		bh := byHashPath(dist+rel, d.SHA256)
-		if err := b.tw.WriteFile(p, data, bh); err != nil {
-			return err
-		}
+		// The writes go on while the next index is built and Release is signed.
+		b.tw.Go(func() error { return b.tw.WriteFile(p, data, bh) })
 		b.files = append(b.files,
 			manifest.File{Path: p, Size: d.Size, SHA256: d.SHA256},
 			manifest.File{Path: bh, Size: d.Size, SHA256: d.SHA256})

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 )
 
@@ -23,6 +24,7 @@ import (
 // signed Release that names an index not yet in place.
 type treeWriter struct {
 	root string
+	bg   errgroup.Group // writes started by Go; Commit and Abort wait for them
 
 	mu      sync.Mutex // guards what follows: CopyFile runs from several goroutines
 	staged  []staged
@@ -70,7 +72,7 @@ func (w *treeWriter) WriteFile(rel string, data []byte, also ...string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	if err := writeNew(tmp, data); err != nil {
 		return fmt.Errorf("write %s: %w", rel, err)
 	}
 	w.addWritten(int64(len(data)))
@@ -85,6 +87,32 @@ func (w *treeWriter) WriteFile(rel string, data []byte, also ...string) error {
 	}
 	return nil
 }
+
+// writeNew creates the file p with data and starts its writeback at once, so that the
+// data is mostly on disk by the time Commit syncs: an index of 100,000 packages is a
+// hundred megabytes in its three forms.
+func writeNew(p string, data []byte) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil && len(data) >= 1<<20 {
+		// Only a hint: Commit's syncfs is what makes the data durable.
+		_ = unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Go runs a staging call (WriteFile, CopyFile) in the background; Commit and Abort wait
+// for every such call, and Commit fails with the first error.
+func (w *treeWriter) Go(stage func() error) { w.bg.Go(stage) }
+
+// Wait waits for the calls started by Go and returns the first error.
+func (w *treeWriter) Wait() error { return w.bg.Wait() }
 
 // CopyFile stages a copy of the file src at rel.
 func (w *treeWriter) CopyFile(rel, src string) error {
@@ -120,6 +148,9 @@ func (w *treeWriter) addWritten(n int64) {
 
 // Commit makes every staged file visible under its final name.
 func (w *treeWriter) Commit() error {
+	if err := w.Wait(); err != nil {
+		return err
+	}
 	if len(w.staged) == 0 {
 		return nil
 	}
@@ -162,6 +193,7 @@ func rank(path string) int {
 
 // Abort removes every staged temporary file.
 func (w *treeWriter) Abort() {
+	w.bg.Wait()
 	for _, s := range w.staged {
 		os.Remove(s.tmp)
 	}
