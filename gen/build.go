@@ -102,6 +102,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	cacheLoaded := make(chan *statCache, 1)
 	go func() { cacheLoaded <- loadStatCache(cachePath) }()
 	b := &builder{o: o, cacheLoaded: cacheLoaded}
+	b.old = b.startPrefetch()
 	if err := b.collect(ctx); err != nil {
 		return nil, err
 	}
@@ -225,6 +226,7 @@ type builder struct {
 	cacheLoaded chan *statCache // the cache, once loaded
 	icache      *index.Cache
 	tw          *treeWriter
+	old         *prefetch // the previous release's indexes, read ahead
 
 	ins      []*input          // every input, sorted by path
 	fresh    map[string]*input // by digest: the inputs read in this build

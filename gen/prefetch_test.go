@@ -1,0 +1,73 @@
+package gen
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/armor-apt/armor/manifest"
+)
+
+// TestPrefetch: the indexes of the previous release are read ahead in generate's order
+// until the budget is spent; take hands each out once, and the others are read by
+// generate itself.
+func TestPrefetch(t *testing.T) {
+	tree := t.TempDir()
+	amd64 := "dists/s/main/binary-amd64/Packages"
+	arm64 := "dists/s/main/binary-arm64/Packages"
+	files := map[string]string{
+		amd64: "Package: a\nSHA256: 01\n\nPackage: b\nSHA256: 02\n\n",
+		arm64: "Package: c\nSHA256: 03\n\n",
+	}
+	prev := &manifest.Manifest{}
+	for _, rel := range []string{amd64, arm64} { // sorted by path, as in a manifest
+		p := filepath.Join(tree, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(files[rel]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		prev.Files = append(prev.Files, manifest.File{Path: rel, Size: int64(len(files[rel]))})
+	}
+	defer func(b int64) { prefetchBudget = b }(prefetchBudget)
+	prefetchBudget = int64(len(files[amd64])) // room for the first index only
+	b := &builder{o: Options{TreeDir: tree, Previous: prev, Suites: []Suite{{
+		Codename: "s", Components: []string{"main"}, Architectures: []string{"amd64", "arm64"},
+	}}}}
+	pf := b.startPrefetch()
+	b.old = pf
+	x := pf.take(amd64)
+	if x == nil {
+		t.Fatal("the first index was not prefetched")
+	}
+	if len(x.stanzas) != 2 || string(x.sums[0]) != "01" || string(x.sums[1]) != "02" {
+		t.Errorf("prefetched %d stanzas with sums %q", len(x.stanzas), x.sums)
+	}
+	if pf.take(amd64) != nil {
+		t.Error("an index was handed out twice")
+	}
+	if pf.take(arm64) != nil {
+		t.Error("an index beyond the budget was prefetched")
+	}
+	// generate reads the rest itself, with the same result.
+	if x := b.readOldIndex(arm64, nil); len(x.stanzas) != 1 || string(x.sums[0]) != "03" {
+		t.Errorf("read %d stanzas with sums %q", len(x.stanzas), x.sums)
+	}
+
+	// With Verify, nothing is reused, so nothing is read ahead.
+	b.o.Verify = true
+	prefetchBudget = 1 << 20
+	if pf := b.startPrefetch(); len(pf.pending) != 0 {
+		t.Errorf("prefetched %d indexes for a verifying build", len(pf.pending))
+	}
+	b.o.Verify = false
+	pf = b.startPrefetch()
+	pf.drop(amd64)
+	if pf.take(amd64) != nil {
+		t.Error("a dropped index was handed out")
+	}
+	if pf.take(arm64) == nil {
+		t.Error("the second index was not prefetched within the budget")
+	}
+}
