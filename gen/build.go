@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -290,7 +291,11 @@ func (b *builder) collect(ctx context.Context) error {
 		in    *input
 		order int
 	}
-	var claims []claim
+	n := 0
+	for _, g := range groups {
+		n += len(g.files)
+	}
+	claims := make([]claim, 0, n)
 	for _, g := range groups {
 		j := 0 // g.files and all are both sorted by path
 		for _, f := range g.files {
@@ -335,24 +340,24 @@ func (b *builder) collect(ctx context.Context) error {
 	// One pool path, one file: a path is shared by suites, and versions differing only in
 	// their epoch share a file name.
 	// Sorting 64-bit hashes of the paths finds the candidates without sorting the paths.
-	type pathHash struct {
-		h uint64
-		i int
-	}
+	// Each word is a hash in its high bits and an index into kept in its low bits, so the
+	// sort is of plain integers; paths whose hashes agree in the high bits are compared.
+	shift := bits.Len(uint(len(kept)))
+	mask := uint64(1)<<shift - 1
 	seed := maphash.MakeSeed()
-	hashes := make([]pathHash, len(kept))
+	hashes := make([]uint64, len(kept))
 	for i, c := range kept {
-		hashes[i] = pathHash{maphash.String(seed, c.pkg.Path), i}
+		hashes[i] = maphash.String(seed, c.pkg.Path)<<shift | uint64(i)
 	}
-	slices.SortFunc(hashes, func(x, y pathHash) int { return cmp.Or(cmp.Compare(x.h, y.h), cmp.Compare(x.i, y.i)) })
+	slices.Sort(hashes)
 	for lo := 0; lo < len(hashes); {
 		hi := lo + 1
-		for hi < len(hashes) && hashes[hi].h == hashes[lo].h {
+		for hi < len(hashes) && hashes[hi]>>shift == hashes[lo]>>shift {
 			hi++
 		}
 		for a := lo; a < hi; a++ { // a run is one path, or a rare collision
 			for b := a + 1; b < hi; b++ {
-				x, y := kept[hashes[a].i], kept[hashes[b].i]
+				x, y := kept[hashes[a]&mask], kept[hashes[b]&mask]
 				if x.pkg.Path != y.pkg.Path || x.pkg.SHA256 == y.pkg.SHA256 {
 					continue
 				}
