@@ -266,10 +266,14 @@ func (b *builder) collect(ctx context.Context) error {
 				return fmt.Errorf("suite %s component %s: %w", s.Codename, comp, err)
 			}
 			groups = append(groups, group{s, comp, files})
-			all = append(all, files...)
 		}
 	}
-	if len(groups) > 1 {
+	if len(groups) == 1 {
+		all = groups[0].files // sorted and distinct already
+	} else {
+		for _, g := range groups {
+			all = append(all, g.files...)
+		}
 		all = sortedInputs(all)
 	}
 	b.cache = <-b.cacheLoaded
@@ -277,6 +281,8 @@ func (b *builder) collect(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	b.cache.Entries = nil // ins holds what the build needs of them; Kept stays
+
 	b.stats.Inputs, b.stats.Read = len(all), read
 	b.ins = ins
 	b.fresh = map[string]*input{}
@@ -527,19 +533,13 @@ func (b *builder) stagePool() error {
 // everything up to date). It deletes the tree paths the release before the previous one
 // kept, which no published release lists any more.
 func (b *builder) nextCache(m *manifest.Manifest) []byte {
-	entries := make([]input, len(b.ins))
-	for i, in := range b.ins {
-		entries[i] = *in
-		entries[i].pkg = nil
-	}
-	b.cache.Entries = entries
 	if m != nil && b.o.Previous != nil {
 		b.cache.Kept = b.pruneKept(m)
 	}
 	if m != nil {
 		b.icache.Prune()
 	}
-	return b.cache.encode()
+	return encodeStatCache(len(b.ins), func(i int) *input { return b.ins[i] }, b.cache.Kept)
 }
 
 // writeCache saves the stat cache. The cache is an accelerator: failing to save it costs

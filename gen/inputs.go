@@ -67,7 +67,7 @@ func parseStatCache(data []byte) (c *statCache, ok bool) {
 	}
 	sumLine := body[i+1+len(statCacheTrailer):]
 	body = body[:i+1]
-	sum := sha256.Sum256([]byte(text[:len(statCacheHeader)+len(body)]))
+	sum := sha256.Sum256(data[:len(statCacheHeader)+len(body)])
 	if sumLine != hex.EncodeToString(sum[:])+"\n" {
 		return empty, false
 	}
@@ -121,10 +121,16 @@ func splitTabs(line string, f []string) []string {
 
 // encode returns the cache file's bytes. Entries must be sorted by path.
 func (c *statCache) encode() []byte {
-	b := make([]byte, 0, len(c.Entries)*200+len(statCacheHeader)+100)
+	return encodeStatCache(len(c.Entries), func(i int) *input { return &c.Entries[i] }, c.Kept)
+}
+
+// encodeStatCache returns the bytes of a cache of n entries, entry(i) being the i-th in
+// path order, and the kept paths.
+func encodeStatCache(n int, entry func(i int) *input, kept []string) []byte {
+	b := make([]byte, 0, n*200+len(statCacheHeader)+100)
 	b = append(b, statCacheHeader...)
-	for i := range c.Entries {
-		in := &c.Entries[i]
+	for i := range n {
+		in := entry(i)
 		if in.Path == "" || strings.ContainsAny(in.Path, "\t\n") {
 			continue // such a path is simply read again next time
 		}
@@ -139,7 +145,7 @@ func (c *statCache) encode() []byte {
 		}
 		b = append(b, '\n')
 	}
-	for _, k := range c.Kept {
+	for _, k := range kept {
 		if !strings.ContainsAny(k, "\t\n") {
 			b = append(b, "K\t"...)
 			b = append(b, k...)
@@ -276,6 +282,7 @@ func walkSimple(out []inputFile, root, seg string, deep bool) ([]inputFile, erro
 	}
 	dirfd := int(f.Fd())
 	first := len(out)
+	out = slices.Grow(out, len(ents))
 	var subdirs []string
 	for _, e := range ents {
 		p := root + e.name
