@@ -307,9 +307,22 @@ func walkSimple(out []inputFile, root, seg string, deep bool) ([]inputFile, erro
 }
 
 // statAt stats files, whose paths are a directory's prefix of length cut and a name in
-// it, relative to the directory's descriptor. One goroutine: stats of one directory from
-// two were slower here than from one.
+// it, relative to the directory's descriptor; a large directory from two goroutines.
 func statAt(dirfd, cut int, files []inputFile) error {
+	if len(files) < 8192 {
+		return statAtSerial(dirfd, cut, files)
+	}
+	half := len(files) / 2
+	errc := make(chan error, 1)
+	go func() { errc <- statAtSerial(dirfd, cut, files[half:]) }()
+	err := statAtSerial(dirfd, cut, files[:half])
+	if err2 := <-errc; err == nil {
+		err = err2
+	}
+	return err
+}
+
+func statAtSerial(dirfd, cut int, files []inputFile) error {
 	var st unix.Stat_t
 	for i := range files {
 		f := &files[i]
