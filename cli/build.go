@@ -83,9 +83,8 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 		return nil, err
 	}
 	manifestPath := cfg.Resolve(cfg.Output.Manifest)
-	if opts.Previous, err = loadPrevious(manifestPath); err != nil {
-		return nil, err
-	}
+	// The build loads the previous manifest while it lists the inputs.
+	opts.LoadPrevious = func() (*manifest.Manifest, error) { return loadPrevious(manifestPath) }
 	pass, err := cfg.Passphrase()
 	if err != nil {
 		return nil, err

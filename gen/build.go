@@ -48,11 +48,16 @@ type Options struct {
 	CacheDir string // the build cache (stat cache, compressed index chunks)
 
 	Previous *manifest.Manifest // the last built manifest; nil for a first build
-	Key      *sign.Key
-	Hash     crypto.Hash // signature digest: crypto.SHA256 or crypto.SHA512
-	Date     time.Time   // SOURCE_DATE_EPOCH, or now
-	Verify   bool        // rehash every input instead of trusting size and mtime
-	Resign   bool        // re-sign every Release even when nothing changed (refreshes Date and Valid-Until)
+	// LoadPrevious, when set and Previous is nil, returns the last built manifest (nil for
+	// a first build). Build calls it on its own goroutine while it lists the inputs, and
+	// returns its error.
+	LoadPrevious func() (*manifest.Manifest, error)
+
+	Key    *sign.Key
+	Hash   crypto.Hash // signature digest: crypto.SHA256 or crypto.SHA512
+	Date   time.Time   // SOURCE_DATE_EPOCH, or now
+	Verify bool        // rehash every input instead of trusting size and mtime
+	Resign bool        // re-sign every Release even when nothing changed (refreshes Date and Valid-Until)
 
 	Progress func(Progress) // may be nil; called from several goroutines
 }
@@ -103,7 +108,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	cacheLoaded := make(chan *statCache, 1)
 	go func() { cacheLoaded <- loadStatCache(cachePath) }()
 	b := &builder{o: o, cacheLoaded: cacheLoaded}
-	b.old = b.startPrefetch()
+	b.startPrevious()
 	if err := b.collect(ctx); err != nil {
 		return nil, err
 	}
@@ -131,8 +136,8 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if !b.changed() {
 		abort(nil)
 		res.UpToDate = true
-		res.Manifest = o.Previous
-		res.Stats.Packages = len(o.Previous.Packages)
+		res.Manifest = b.o.Previous
+		res.Stats.Packages = len(b.o.Previous.Packages)
 		b.writeCache(b.nextCache(nil))
 		return res, nil
 	}
@@ -143,8 +148,8 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		Packages:   b.packages,
 		Files:      b.files,
 	}
-	if o.Previous != nil {
-		m.Parent = o.Previous.ID
+	if b.o.Previous != nil {
+		m.Parent = b.o.Previous.ID
 	}
 	encoded, err := manifest.SealMarshal(m)
 	if err != nil {
@@ -227,7 +232,11 @@ type builder struct {
 	cacheLoaded chan *statCache // the cache, once loaded
 	icache      *index.Cache
 	tw          *treeWriter
-	old         *prefetch // the previous release's indexes, read ahead
+
+	prevReady  chan struct{}      // closed once what follows is set
+	prevLoaded *manifest.Manifest // Options.Previous, or what LoadPrevious returned
+	prevErr    error              // LoadPrevious's error
+	old        *prefetch          // the previous release's indexes, read ahead
 
 	ins      []*input          // every input, sorted by path
 	fresh    map[string]*input // by digest: the inputs read in this build
@@ -376,6 +385,9 @@ func (b *builder) collect(ctx context.Context) error {
 		}
 		lo = hi
 	}
+	if err := b.waitPrevious(); err != nil {
+		return err
+	}
 	added := b.diffStats()
 	b.added = added
 	// A pool path, once published, keeps its bytes: clients holding an index of an earlier
@@ -393,6 +405,34 @@ func (b *builder) collect(ctx context.Context) error {
 			}
 		}
 	}
+	return nil
+}
+
+// startPrevious makes the previous manifest available, loading it in the background
+// when Options.LoadPrevious is set, and then starts reading its indexes ahead.
+func (b *builder) startPrevious() {
+	b.prevReady = make(chan struct{})
+	go func() {
+		defer close(b.prevReady)
+		prev := b.o.Previous
+		if prev == nil && b.o.LoadPrevious != nil {
+			if prev, b.prevErr = b.o.LoadPrevious(); b.prevErr != nil {
+				return
+			}
+		}
+		b.prevLoaded = prev
+		b.old = b.startPrefetch(prev)
+	}()
+}
+
+// waitPrevious waits for startPrevious and sets Options.Previous. Nothing may read it
+// before.
+func (b *builder) waitPrevious() error {
+	<-b.prevReady
+	if b.prevErr != nil {
+		return b.prevErr
+	}
+	b.o.Previous = b.prevLoaded
 	return nil
 }
 

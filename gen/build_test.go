@@ -715,3 +715,31 @@ func TestFailedIndexWrite(t *testing.T) {
 		t.Errorf("a failed build changed the tree: %q", d)
 	}
 }
+
+// TestLoadPrevious: a build given a loader for the previous manifest, which it calls while
+// listing the inputs, behaves as one given the manifest; the loader's error fails it.
+func TestLoadPrevious(t *testing.T) {
+	r := newRepo(t, repoConfig{Real: true, Synth: 2})
+	first := r.mustBuild()
+	o := r.Opts
+	calls := 0
+	o.LoadPrevious = func() (*manifest.Manifest, error) { calls++; return first.Manifest, nil }
+	res, err := gen.Build(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 1 || !res.UpToDate || res.Manifest != first.Manifest {
+		t.Errorf("loader called %d times, up to date %v; want once, up to date with the loaded manifest", calls, res.UpToDate)
+	}
+
+	before := snapshot(t, r.Opts.TreeDir)
+	writeOne(t, r.in("new"), "newpkg", "1.0-1", "amd64", "pkg000000")
+	broken := errors.New("manifest.toml: line 3: broken")
+	o.LoadPrevious = func() (*manifest.Manifest, error) { return nil, broken }
+	if _, err := gen.Build(context.Background(), o); !errors.Is(err, broken) {
+		t.Errorf("build with a failing loader: %v; want its error", err)
+	}
+	if d := diffSnapshots(before, snapshot(t, r.Opts.TreeDir)); len(d) > 0 {
+		t.Errorf("a build that could not load its previous manifest changed the tree: %q", d)
+	}
+}

@@ -285,9 +285,8 @@ type prefetch struct {
 // prefetchBudget is how many bytes of old indexes a build reads ahead, at most.
 var prefetchBudget int64 = 256 << 20
 
-func (b *builder) startPrefetch() *prefetch {
+func (b *builder) startPrefetch(prev *manifest.Manifest) *prefetch {
 	pf := &prefetch{pending: map[string]chan *oldIndex{}}
-	prev := b.o.Previous
 	if prev == nil || b.o.Verify {
 		return pf
 	}

@@ -35,7 +35,7 @@ func TestPrefetch(t *testing.T) {
 	b := &builder{o: Options{TreeDir: tree, Previous: prev, Suites: []Suite{{
 		Codename: "s", Components: []string{"main"}, Architectures: []string{"amd64", "arm64"},
 	}}}}
-	pf := b.startPrefetch()
+	pf := b.startPrefetch(prev)
 	b.old = pf
 	x := pf.take(amd64)
 	if x == nil {
@@ -58,11 +58,11 @@ func TestPrefetch(t *testing.T) {
 	// With Verify, nothing is reused, so nothing is read ahead.
 	b.o.Verify = true
 	prefetchBudget = 1 << 20
-	if pf := b.startPrefetch(); len(pf.pending) != 0 {
+	if pf := b.startPrefetch(prev); len(pf.pending) != 0 {
 		t.Errorf("prefetched %d indexes for a verifying build", len(pf.pending))
 	}
 	b.o.Verify = false
-	pf = b.startPrefetch()
+	pf = b.startPrefetch(prev)
 	pf.drop(amd64)
 	if pf.take(amd64) != nil {
 		t.Error("a dropped index was handed out")
