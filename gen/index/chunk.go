@@ -18,18 +18,18 @@ type chunking struct {
 	min, avg, max int // plain bytes; avg is the expected size of a chunk without a forced cut
 }
 
-// defaultChunking aims at chunks of about 256 KiB of plain text. BenchmarkChunkSize
-// measured, for one stanza inserted into 100,000 (88 MB plain):
+// defaultChunking aims at chunks of about 128 KiB of plain text. BenchmarkChunkSize
+// measured, for one stanza inserted at a random place (wall time per insert):
 //
-//	avg      CPU per insert   Packages.gz   Packages.xz
-//	64 KiB   330 ms           20.55 MB      21.00 MB
-//	256 KiB  252 ms           19.60 MB      20.95 MB
-//	1 MiB    1023 ms          19.32 MB      21.26 MB
+//	avg (min avg/4, max 4 avg)   10,000   100,000   Packages.gz   Packages.xz (at 100,000)
+//	64 KiB                       43 ms    321 ms    20.55 MB      21.00 MB
+//	128 KiB                      45 ms    297 ms    19.93 MB      20.87 MB
+//	256 KiB                      64 ms    321 ms    19.60 MB      20.95 MB
 //
 // Small chunks mean more entries to find, read and check, and a worse gzip ratio; large
-// ones make the one recompressed chunk expensive (ulikunitz/xz slows down and compresses
-// worse with a large dictionary).
-var defaultChunking = chunking{min: 64 << 10, avg: 256 << 10, max: 1 << 20}
+// ones make the recompressed chunk expensive (ulikunitz/xz compresses about 7 MB/s here,
+// and a random insertion tends to land in one of the larger chunks).
+var defaultChunking = chunking{min: 32 << 10, avg: 128 << 10, max: 512 << 10}
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
