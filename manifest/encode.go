@@ -9,6 +9,8 @@ import (
 	"hash"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"unsafe"
 
 	"github.com/armor-apt/armor/manifest/tomlfile"
@@ -106,87 +108,107 @@ func Seal(m *Manifest) error {
 // SealMarshal seals m (sets m.ID as Seal does) and returns exactly the bytes Marshal(m)
 // would return afterwards, encoding the content once: a build that writes its manifest
 // needs both, and at 100,000 packages each encoding costs tens of milliseconds.
+func SealMarshal(m *Manifest) ([]byte, error) {
+	return StartSeal(m).Finish(m.Files)
+}
+
+// Sealer is SealMarshal in two steps, for a caller that knows a manifest's packages before
+// its files: StartSeal encodes and hashes the top and the packages, nearly all the work
+// for a large manifest, on its own goroutine while the caller goes on; Finish adds the
+// files and seals.
 //
 // The encoding is written with room for the id and hashed without it (which is the
-// encoding with an empty id), the hash following the encoder chunk by chunk, on another
-// core for large manifests; then the id is written into its room.
-func SealMarshal(m *Manifest) ([]byte, error) {
-	m.Sort()
-	const room = 2 * sha256.Size
-	var id [room]byte
-	b := make([]byte, 0, canonicalSize(m, string(id[:])))
-	b, idAt, ok := appendTop(b, m, string(id[:]))
-	hashed := idAt + room // the encoding before it has been handed to the hash
-	var sum []byte
-	if ok {
-		h := newOrderedHash(len(m.Packages)+len(m.Files) >= 4096)
-		h.write(b[:idAt])
-		for i := 0; ok && i < len(m.Packages); i++ {
-			if len(b)-hashed >= hashChunk {
-				h.write(b[hashed:])
-				hashed = len(b)
-			}
-			b, ok = appendPackage(b, &m.Packages[i])
-		}
-		for i := 0; ok && i < len(m.Files); i++ {
-			if len(b)-hashed >= hashChunk {
-				h.write(b[hashed:])
-				hashed = len(b)
-			}
-			b, ok = appendFile(b, &m.Files[i])
-		}
-		h.write(b[hashed:])
-		sum = h.sum()
+// encoding with an empty id), a chunk at a time as it grows; then the id is written into
+// its room. A part handed to the hash is never written again: when the buffer grows, the
+// part stays in the old array, which holds the same bytes.
+type Sealer struct {
+	m      *Manifest
+	top    Manifest // m without its files, for the goroutine
+	done   chan struct{}
+	b      []byte
+	idAt   int
+	hashed int // the encoding before it has been hashed
+	h      hash.Hash
+	ok     bool // the encoding is on the fast path so far
+}
+
+const idRoom = 2 * sha256.Size
+
+// StartSeal starts sealing m. Until Finish returns, nothing but Finish may change m.
+func StartSeal(m *Manifest) *Sealer {
+	s := &Sealer{m: m, top: *m, done: make(chan struct{}), h: sha256.New()}
+	s.top.Files = nil
+	go func() {
+		defer close(s.done)
+		s.encodePackages()
+	}()
+	return s
+}
+
+func (s *Sealer) encodePackages() {
+	m := &s.top
+	if !packagesSorted(m.Packages) {
+		slices.SortFunc(m.Packages, comparePackages)
 	}
-	if !ok {
+	var id [idRoom]byte
+	const filesRoom = 64 << 10 // a guess; the files of a few indexes fit
+	s.b = make([]byte, 0, canonicalSize(m, string(id[:]))+filesRoom)
+	s.b, s.idAt, s.ok = appendTop(s.b, m, string(id[:]))
+	if !s.ok {
+		return
+	}
+	// The hash of a large manifest follows the encoder on another goroutine, which ends
+	// with the packages: Finish hashes the few files itself.
+	write := s.h.Write
+	if len(m.Packages) >= 4096 {
+		parts, hashed := make(chan []byte, 64), make(chan struct{})
+		go func() {
+			for p := range parts {
+				s.h.Write(p)
+			}
+			close(hashed)
+		}()
+		write = func(p []byte) (int, error) { parts <- p; return len(p), nil }
+		defer func() {
+			close(parts)
+			<-hashed
+		}()
+	}
+	write(s.b[:s.idAt])
+	s.hashed = s.idAt + idRoom
+	for i := 0; s.ok && i < len(m.Packages); i++ {
+		if len(s.b)-s.hashed >= hashChunk {
+			write(s.b[s.hashed:])
+			s.hashed = len(s.b)
+		}
+		s.b, s.ok = appendPackage(s.b, &m.Packages[i])
+	}
+	write(s.b[s.hashed:])
+	s.hashed = len(s.b)
+}
+
+// Finish sets m.Files to files, sorted, seals m and returns its encoding, the bytes
+// Marshal(m) would return.
+func (s *Sealer) Finish(files []File) ([]byte, error) {
+	<-s.done
+	m := s.m
+	m.Files = files
+	if !filesSorted(m.Files) {
+		slices.SortFunc(m.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	}
+	for i := 0; s.ok && i < len(m.Files); i++ {
+		s.b, s.ok = appendFile(s.b, &m.Files[i])
+	}
+	if !s.ok {
 		if err := Seal(m); err != nil {
 			return nil, err
 		}
 		return marshalTOML(m)
 	}
-	hex.Encode(b[idAt:idAt+room], sum)
-	m.ID = string(b[idAt : idAt+room])
-	return b, nil
-}
-
-// orderedHash hashes the parts of a message in order, on its own goroutine if it is
-// concurrent. A part must not change after it is written.
-type orderedHash struct {
-	h     hash.Hash
-	parts chan []byte // nil if not concurrent
-	done  chan []byte
-}
-
-func newOrderedHash(concurrent bool) *orderedHash {
-	o := &orderedHash{h: sha256.New()}
-	if concurrent {
-		o.parts = make(chan []byte, 64)
-		o.done = make(chan []byte, 1)
-		go func() {
-			for p := range o.parts {
-				o.h.Write(p)
-			}
-			o.done <- o.h.Sum(nil)
-		}()
-	}
-	return o
-}
-
-func (o *orderedHash) write(p []byte) {
-	if o.parts != nil {
-		o.parts <- p
-	} else {
-		o.h.Write(p)
-	}
-}
-
-// sum ends the message and returns its hash.
-func (o *orderedHash) sum() []byte {
-	if o.parts != nil {
-		close(o.parts)
-		return <-o.done
-	}
-	return o.h.Sum(nil)
+	s.h.Write(s.b[s.hashed:])
+	hex.Encode(s.b[s.idAt:s.idAt+idRoom], s.h.Sum(nil))
+	m.ID = string(s.b[s.idAt : s.idAt+idRoom])
+	return s.b, nil
 }
 
 // ErrIDMismatch means a manifest's id is not the digest of its content: it was edited or

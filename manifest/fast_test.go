@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -229,6 +230,39 @@ func TestSealMarshal(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A Sealer started on a manifest without its files, while the caller goes on making them,
+// gives what SealMarshal gives the whole manifest; files with a path outside the plain
+// subset take the slow path there too.
+func TestSealerInTwoSteps(t *testing.T) {
+	for _, n := range []int{3, 6000} { // 6000: the hash runs on its own goroutine
+		for _, odd := range []bool{false, true} {
+			whole := realManifest(n)
+			if odd {
+				whole.Files[0].Path = "dists/x\\y"
+			}
+			want, err := SealMarshal(clone(whole))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := clone(whole)
+			files := m.Files
+			m.Files = nil
+			s := StartSeal(m)
+			slices.Reverse(files) // Finish sorts them
+			got, err := s.Finish(files)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("%d packages, odd path %v: two steps give\n%.2000s\nSealMarshal\n%.2000s", n, odd, got, want)
+			}
+			if err := VerifyID(m); err != nil {
+				t.Fatalf("%d packages, odd path %v: %v", n, odd, err)
+			}
+		}
 	}
 }
 
