@@ -129,6 +129,18 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		tw.Abort()
 		return nil, err
 	}
+	// The manifest's packages are known: they are encoded and hashed while the indexes
+	// are made, on a core the stanza assembly leaves free.
+	m := &manifest.Manifest{
+		Schema:     manifest.SchemaVersion,
+		Repository: o.Repository,
+		Date:       o.Date.UTC().Format(time.RFC3339),
+		Packages:   b.packages,
+	}
+	if b.o.Previous != nil {
+		m.Parent = b.o.Previous.ID
+	}
+	sealer := manifest.StartSeal(m)
 	if err := b.generate(ctx); err != nil {
 		return abort(err)
 	}
@@ -141,17 +153,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		b.writeCache(b.nextCache(nil))
 		return res, nil
 	}
-	m := &manifest.Manifest{
-		Schema:     manifest.SchemaVersion,
-		Repository: o.Repository,
-		Date:       o.Date.UTC().Format(time.RFC3339),
-		Packages:   b.packages,
-		Files:      b.files,
-	}
-	if b.o.Previous != nil {
-		m.Parent = b.o.Previous.ID
-	}
-	encoded, err := manifest.SealMarshal(m)
+	encoded, err := sealer.Finish(b.files)
 	if err != nil {
 		return abort(err)
 	}
