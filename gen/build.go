@@ -106,9 +106,15 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	// The stat cache loads while the inputs are listed and statted: one is user time, the
 	// other mostly kernel time.
 	cacheLoaded := make(chan *statCache, 1)
-	go func() { cacheLoaded <- loadStatCache(cachePath) }()
-	b := &builder{o: o, cacheLoaded: cacheLoaded}
-	b.startPrevious()
+	b := &builder{o: o, cacheLoaded: cacheLoaded, prevReady: make(chan struct{})}
+	// In the background, one after the other: the stat cache, needed as soon as the inputs
+	// are listed; the previous manifest, needed once they are read; and the old indexes,
+	// read ahead for the stanzas. One goroutine for all three leaves the other core to the
+	// listing, which is what the build waits for.
+	go func() {
+		cacheLoaded <- loadStatCache(cachePath)
+		b.loadPrevious()
+	}()
 	if err := b.collect(ctx); err != nil {
 		return nil, err
 	}
@@ -410,24 +416,22 @@ func (b *builder) collect(ctx context.Context) error {
 	return nil
 }
 
-// startPrevious makes the previous manifest available, loading it in the background
-// when Options.LoadPrevious is set, and then starts reading its indexes ahead.
-func (b *builder) startPrevious() {
-	b.prevReady = make(chan struct{})
-	go func() {
-		defer close(b.prevReady)
-		prev := b.o.Previous
-		if prev == nil && b.o.LoadPrevious != nil {
-			if prev, b.prevErr = b.o.LoadPrevious(); b.prevErr != nil {
-				return
-			}
+// loadPrevious makes the previous manifest available, loading it when
+// Options.LoadPrevious is set, and then starts reading its indexes ahead. It closes
+// b.prevReady when done.
+func (b *builder) loadPrevious() {
+	defer close(b.prevReady)
+	prev := b.o.Previous
+	if prev == nil && b.o.LoadPrevious != nil {
+		if prev, b.prevErr = b.o.LoadPrevious(); b.prevErr != nil {
+			return
 		}
-		b.prevLoaded = prev
-		b.old = b.startPrefetch(prev)
-	}()
+	}
+	b.prevLoaded = prev
+	b.old = b.startPrefetch(prev)
 }
 
-// waitPrevious waits for startPrevious and sets Options.Previous. Nothing may read it
+// waitPrevious waits for loadPrevious and sets Options.Previous. Nothing may read it
 // before.
 func (b *builder) waitPrevious() error {
 	<-b.prevReady
