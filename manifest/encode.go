@@ -134,8 +134,12 @@ type Sealer struct {
 
 const idRoom = 2 * sha256.Size
 
-// StartSeal starts sealing m. Until Finish returns, nothing but Finish may change m.
+// StartSeal starts sealing m. It sorts m.Packages first, if they are not sorted. Until
+// Finish returns, the caller may read m.Packages but nothing but Finish may change m.
 func StartSeal(m *Manifest) *Sealer {
+	if !packagesSorted(m.Packages) {
+		slices.SortFunc(m.Packages, comparePackages)
+	}
 	s := &Sealer{m: m, top: *m, done: make(chan struct{}), h: sha256.New()}
 	s.top.Files = nil
 	go func() {
@@ -147,12 +151,8 @@ func StartSeal(m *Manifest) *Sealer {
 
 func (s *Sealer) encodePackages() {
 	m := &s.top
-	if !packagesSorted(m.Packages) {
-		slices.SortFunc(m.Packages, comparePackages)
-	}
 	var id [idRoom]byte
-	const filesRoom = 64 << 10 // a guess; the files of a few indexes fit
-	s.b = make([]byte, 0, canonicalSize(m, string(id[:]))+filesRoom)
+	s.b = make([]byte, 0, canonicalSize(m, string(id[:]))+64<<10) // Finish grows it if the files need more
 	s.b, s.idAt, s.ok = appendTop(s.b, m, string(id[:]))
 	if !s.ok {
 		return
@@ -195,6 +195,9 @@ func (s *Sealer) Finish(files []File) ([]byte, error) {
 	m.Files = files
 	if !filesSorted(m.Files) {
 		slices.SortFunc(m.Files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	}
+	if s.ok {
+		s.b = slices.Grow(s.b, filesSize(m.Files))
 	}
 	for i := 0; s.ok && i < len(m.Files); i++ {
 		s.b, s.ok = appendFile(s.b, &m.Files[i])

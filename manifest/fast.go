@@ -128,9 +128,15 @@ func canonicalSize(m *Manifest, id string) int {
 		n += pkgFixed + len(p.Suite) + len(p.Component) + len(p.Name) + len(p.Version) +
 			len(p.Architecture) + len(p.Path) + decimalLen(p.Size) + len(p.SHA256)
 	}
+	return n + filesSize(m.Files)
+}
+
+// filesSize is the length of the canonical encoding of files.
+func filesSize(files []File) int {
 	const fileFixed = len(lFile) + len(lSize) + len(lSHA256) + len(lEnd)
-	for i := range m.Files {
-		f := &m.Files[i]
+	n := 0
+	for i := range files {
+		f := &files[i]
 		n += fileFixed + len(f.Path) + decimalLen(f.Size) + len(f.SHA256)
 	}
 	return n

@@ -186,6 +186,8 @@ func TestSealMarshal(t *testing.T) {
 	quoteRepo.Repository = "it's"
 	quoteLate := realManifest(6000)
 	quoteLate.Files[len(quoteLate.Files)-1].Path = "dists/x\\y"
+	quoteMid := realManifest(6000) // hashed on a second goroutine, which must still end
+	quoteMid.Packages[3000].Version = "1.0'1"
 	staleID := sample()
 	staleID.ID = "not 'an' id"
 	tests := []struct {
@@ -200,6 +202,7 @@ func TestSealMarshal(t *testing.T) {
 		{"stale id", staleID, true},
 		{"quote in repository", quoteRepo, false},
 		{"backslash in the last file", quoteLate, false},
+		{"quote in a package of a large manifest", quoteMid, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
