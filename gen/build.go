@@ -50,7 +50,7 @@ type Options struct {
 	Previous *manifest.Manifest // the last built manifest; nil for a first build
 	// LoadPrevious, when set and Previous is nil, returns the last built manifest (nil for
 	// a first build). Build calls it on its own goroutine while it lists the inputs, and
-	// returns its error.
+	// fails with its error; an error in the inputs found first takes precedence.
 	LoadPrevious func() (*manifest.Manifest, error)
 
 	Key    *sign.Key
@@ -106,14 +106,25 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	// The stat cache loads while the inputs are listed and statted: one is user time, the
 	// other mostly kernel time.
 	cacheLoaded := make(chan *statCache, 1)
-	b := &builder{o: o, cacheLoaded: cacheLoaded, prevReady: make(chan struct{})}
+	b := &builder{o: o, cacheLoaded: cacheLoaded, prevReady: make(chan struct{}), stop: make(chan struct{})}
+	// Nothing started here outlives Build.
+	defer func() {
+		close(b.stop)
+		b.bg.Wait()
+	}()
 	// In the background, one after the other: the stat cache, needed as soon as the inputs
-	// are listed; the previous manifest, needed once they are read; and the old indexes,
-	// read ahead for the stanzas. One goroutine for all three leaves the other core to the
-	// listing, which is what the build waits for.
+	// are listed; the previous manifest, needed once they are read; and then the reading
+	// ahead of the old indexes, for the stanzas. One goroutine for the two loads leaves the
+	// other core to the listing, which is what the build waits for.
+	b.bg.Add(1)
 	go func() {
-		cacheLoaded <- loadStatCache(cachePath)
-		b.loadPrevious()
+		defer b.bg.Done()
+		c := loadStatCache(cachePath)
+		// Without a cache every input is read again, and no stanza comes from the old
+		// indexes: nothing to read ahead.
+		readAhead := len(c.Entries) > 0
+		cacheLoaded <- c
+		b.loadPrevious(readAhead)
 	}()
 	if err := b.collect(ctx); err != nil {
 		return nil, err
@@ -135,8 +146,6 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		tw.Abort()
 		return nil, err
 	}
-	// The manifest's packages are known: they are encoded and hashed while the indexes
-	// are made, on a core the stanza assembly leaves free.
 	m := &manifest.Manifest{
 		Schema:     manifest.SchemaVersion,
 		Repository: o.Repository,
@@ -146,7 +155,14 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if b.o.Previous != nil {
 		m.Parent = b.o.Previous.ID
 	}
-	sealer := manifest.StartSeal(m)
+	// When the packages changed, so does the manifest: its packages, known now, are
+	// encoded and hashed while the indexes are made, on a core the stanza assembly leaves
+	// free. Otherwise the build is most likely up to date, and sealing waits until it is
+	// known not to be.
+	var sealer *manifest.Sealer
+	if b.o.Previous == nil || len(b.added) > 0 || b.stats.Removed > 0 {
+		sealer = manifest.StartSeal(m)
+	}
 	if err := b.generate(ctx); err != nil {
 		return abort(err)
 	}
@@ -158,6 +174,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		res.Stats.Packages = len(b.o.Previous.Packages)
 		b.writeCache(b.nextCache(nil))
 		return res, nil
+	}
+	if sealer == nil {
+		sealer = manifest.StartSeal(m)
 	}
 	encoded, err := sealer.Finish(b.files)
 	if err != nil {
@@ -244,7 +263,10 @@ type builder struct {
 	prevReady  chan struct{}      // closed once what follows is set
 	prevLoaded *manifest.Manifest // Options.Previous, or what LoadPrevious returned
 	prevErr    error              // LoadPrevious's error
-	old        *prefetch          // the previous release's indexes, read ahead
+	old        *prefetch          // the previous release's indexes, read ahead; may be nil
+
+	stop chan struct{}  // closed when Build returns: background work stops early
+	bg   sync.WaitGroup // background work; Build waits for it before it returns
 
 	ins      []*input          // every input, sorted by path
 	fresh    map[string]*input // by digest: the inputs read in this build
@@ -417,10 +439,16 @@ func (b *builder) collect(ctx context.Context) error {
 }
 
 // loadPrevious makes the previous manifest available, loading it when
-// Options.LoadPrevious is set, and then starts reading its indexes ahead. It closes
-// b.prevReady when done.
-func (b *builder) loadPrevious() {
+// Options.LoadPrevious is set, and then, if readAhead, starts reading its indexes ahead. It
+// closes b.prevReady when done. If Build has returned meanwhile, it loads nothing.
+func (b *builder) loadPrevious(readAhead bool) {
 	defer close(b.prevReady)
+	select {
+	case <-b.stop:
+		b.prevErr = errors.New("build: stopped")
+		return
+	default:
+	}
 	prev := b.o.Previous
 	if prev == nil && b.o.LoadPrevious != nil {
 		if prev, b.prevErr = b.o.LoadPrevious(); b.prevErr != nil {
@@ -428,7 +456,9 @@ func (b *builder) loadPrevious() {
 		}
 	}
 	b.prevLoaded = prev
-	b.old = b.startPrefetch(prev)
+	if readAhead {
+		b.old = b.startPrefetch(prev)
+	}
 }
 
 // waitPrevious waits for loadPrevious and sets Options.Previous. Nothing may read it

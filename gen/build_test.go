@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -741,5 +742,22 @@ func TestLoadPrevious(t *testing.T) {
 	}
 	if d := diffSnapshots(before, snapshot(t, r.Opts.TreeDir)); len(d) > 0 {
 		t.Errorf("a build that could not load its previous manifest changed the tree: %q", d)
+	}
+
+	// A build that fails on its inputs does not leave the loader running.
+	writeFile(t, r.in("bad/text.deb"), []byte("this is not an ar archive\n"))
+	var returned, lateCall atomic.Bool
+	o.LoadPrevious = func() (*manifest.Manifest, error) {
+		time.Sleep(20 * time.Millisecond)
+		lateCall.Store(returned.Load())
+		return first.Manifest, nil
+	}
+	if _, err := gen.Build(context.Background(), o); err == nil {
+		t.Fatal("a build with a bad input succeeded")
+	}
+	returned.Store(true)
+	time.Sleep(50 * time.Millisecond)
+	if lateCall.Load() {
+		t.Error("the previous manifest was still being loaded after Build returned")
 	}
 }

@@ -58,7 +58,10 @@ func (b *builder) generate(ctx context.Context) error {
 					b.progress("index", done, total)
 					continue
 				}
-				if err := b.writeIndex(dist, rel, members[key], prevMembers[key], sums); err != nil {
+				err := b.writeIndex(dist, rel, members[key], prevMembers[key], sums)
+				// An index whose every member was read afresh never took its old copy.
+				b.old.drop(dist + rel)
+				if err != nil {
 					return fmt.Errorf("index %s%s: %w", dist, rel, err)
 				}
 				changed = true
@@ -170,7 +173,12 @@ func (b *builder) writeIndex(dist, rel string, members, old []*manifest.Package,
 		sums[rel+variants[i]] = d
 		bh := byHashPath(dist+rel, d.SHA256)
 		// The writes go on while the next index is built and Release is signed.
-		b.tw.Go(func() error { return b.tw.WriteFile(p, data, bh) })
+		b.tw.Go(func() error {
+			if err := b.tw.WriteFile(p, data, bh); err != nil {
+				return fmt.Errorf("index %s: %w", p, err)
+			}
+			return nil
+		})
 		b.files = append(b.files,
 			manifest.File{Path: p, Size: d.Size, SHA256: d.SHA256},
 			manifest.File{Path: bh, Size: d.Size, SHA256: d.SHA256})
@@ -276,17 +284,21 @@ func (x *oldIndex) attach(members []*manifest.Package) {
 // order generate visits them, while the inputs are listed: at 100,000 packages, reading
 // and splitting the old index is a tenth of a second that the walk leaves a core free
 // for. It stops before the indexes read exceed a budget, so that a repository of many
-// large indexes does not hold them all at once; generate reads the rest itself.
+// large indexes does not hold them all at once; generate reads the rest itself. A nil
+// *prefetch holds nothing.
 type prefetch struct {
 	mu      sync.Mutex
-	pending map[string]chan *oldIndex
+	pending map[string]chan *oldIndex // read, or to be read, and not taken yet
+	dropped map[string]bool           // no longer wanted: not to be read
 }
 
 // prefetchBudget is how many bytes of old indexes a build reads ahead, at most.
 var prefetchBudget int64 = 256 << 20
 
+// startPrefetch starts reading ahead the indexes prev lists, on a goroutine that stops
+// when Build returns.
 func (b *builder) startPrefetch(prev *manifest.Manifest) *prefetch {
-	pf := &prefetch{pending: map[string]chan *oldIndex{}}
+	pf := &prefetch{pending: map[string]chan *oldIndex{}, dropped: map[string]bool{}}
 	if prev == nil || b.o.Verify {
 		return pf
 	}
@@ -297,6 +309,7 @@ func (b *builder) startPrefetch(prev *manifest.Manifest) *prefetch {
 	}
 	var jobs []job
 	budget := prefetchBudget
+indexes:
 	for _, s := range b.o.Suites {
 		for _, comp := range s.Components {
 			for _, arch := range s.Architectures {
@@ -306,7 +319,7 @@ func (b *builder) startPrefetch(prev *manifest.Manifest) *prefetch {
 					continue
 				}
 				if budget -= prev.Files[i].Size; budget < 0 {
-					break
+					break indexes
 				}
 				// A stanza is about a kilobyte: the estimate only sizes the slices.
 				j := job{rel, int(prev.Files[i].Size/1024) + 1, make(chan *oldIndex, 1)}
@@ -315,9 +328,21 @@ func (b *builder) startPrefetch(prev *manifest.Manifest) *prefetch {
 			}
 		}
 	}
+	b.bg.Add(1)
 	go func() {
+		defer b.bg.Done()
 		for _, j := range jobs {
-			j.ch <- loadOldIndex(filepath.Join(b.o.TreeDir, filepath.FromSlash(j.rel)), j.n)
+			select {
+			case <-b.stop:
+				return
+			default:
+			}
+			pf.mu.Lock()
+			skip := pf.dropped[j.rel]
+			pf.mu.Unlock()
+			if !skip {
+				j.ch <- loadOldIndex(filepath.Join(b.o.TreeDir, filepath.FromSlash(j.rel)), j.n)
+			}
 		}
 	}()
 	return pf
@@ -326,6 +351,9 @@ func (b *builder) startPrefetch(prev *manifest.Manifest) *prefetch {
 // take returns the prefetched index at rel, waiting for it, or nil if it was not
 // prefetched.
 func (pf *prefetch) take(rel string) *oldIndex {
+	if pf == nil {
+		return nil
+	}
 	pf.mu.Lock()
 	ch := pf.pending[rel]
 	delete(pf.pending, rel)
@@ -336,10 +364,17 @@ func (pf *prefetch) take(rel string) *oldIndex {
 	return <-ch
 }
 
-// drop forgets the index at rel, which generate reuses: it is garbage once read.
+// drop forgets the index at rel, which generate is done with: if it is not read yet, it
+// will not be; if it is, it is garbage.
 func (pf *prefetch) drop(rel string) {
+	if pf == nil {
+		return
+	}
 	pf.mu.Lock()
-	delete(pf.pending, rel)
+	if _, ok := pf.pending[rel]; ok {
+		delete(pf.pending, rel)
+		pf.dropped[rel] = true
+	}
 	pf.mu.Unlock()
 }
 

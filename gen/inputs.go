@@ -184,9 +184,10 @@ func statOf(st *unix.Stat_t) fileStat {
 // list of distinct paths sorted by path, each with its stat. A pattern that matches
 // nothing is not an error: an empty component is a valid, empty index.
 //
-// The walk only lists directories; the stats, one system call per input, run afterwards
-// on all cores: for 100,000 inputs they are most of an incremental build's look at its
-// inputs.
+// The common patterns ("*.deb", "**/*.deb") are walked by walkSimple, which stats each
+// directory's matches relative to it, a large directory from two goroutines; others go
+// through doublestar, and their matches are statted afterwards on all cores. For 100,000
+// inputs the stats are most of an incremental build's look at its inputs.
 func expandInputs(base string, patterns []string) ([]inputFile, error) {
 	var out []inputFile
 	for _, pat := range patterns {
@@ -307,7 +308,9 @@ func walkSimple(out []inputFile, root, seg string, deep bool) ([]inputFile, erro
 }
 
 // statAt stats files, whose paths are a directory's prefix of length cut and a name in
-// it, relative to the directory's descriptor; a large directory from two goroutines.
+// it, relative to the directory's descriptor; a large directory from two goroutines (at
+// 100,000 inputs that took the stats from about 135 to 100 ms here; below a few thousand
+// a goroutine is not worth starting).
 func statAt(dirfd, cut int, files []inputFile) error {
 	if len(files) < 8192 {
 		return statAtSerial(dirfd, cut, files)

@@ -17,11 +17,13 @@ import (
 )
 
 // treeWriter stages files under temporary names inside the tree and makes them visible
-// in one commit: one syncfs for all the data, then renames in the order the files were
-// staged, then one more syncfs for the directories. A crash before Commit leaves only
-// temporary files (removed by Abort or by the next build); a crash during Commit leaves
-// every path either old or new, and since InRelease is staged last a reader never finds a
-// signed Release that names an index not yet in place.
+// in one commit: one syncfs for all the data (large files are flushed as they are
+// written, so it mostly waits for the small ones), then renames in rank order, then one
+// more syncfs for the directories. A crash before Commit leaves only temporary files,
+// named .armor-tmp-* (Abort removes them on an error; after a crash they stay until
+// removed by hand); a crash during Commit leaves every path either old or new, and since
+// InRelease is renamed last a reader never finds a signed Release that names an index not
+// yet in place.
 type treeWriter struct {
 	root string
 	bg   errgroup.Group // writes started by Go; Commit and Abort wait for them
@@ -37,7 +39,11 @@ type staged struct{ tmp, final string }
 const tmpPrefix = ".armor-tmp-"
 
 func newTreeWriter(root string) *treeWriter {
-	return &treeWriter{root: root, dirs: map[string]bool{}}
+	w := &treeWriter{root: root, dirs: map[string]bool{}}
+	// One index's three forms at once: more would only hold more of them in memory while
+	// they wait for the disk.
+	w.bg.SetLimit(3)
+	return w
 }
 
 func (w *treeWriter) tempFor(rel string) (string, error) {
