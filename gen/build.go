@@ -102,29 +102,12 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	cachePath := filepath.Join(o.CacheDir, "inputs.txt")
-	// The stat cache loads while the inputs are listed and statted: one is user time, the
-	// other mostly kernel time.
-	cacheLoaded := make(chan *statCache, 1)
-	b := &builder{o: o, cacheLoaded: cacheLoaded, prevReady: make(chan struct{}), stop: make(chan struct{})}
+	b := &builder{o: o}
+	b.startLoading()
 	// Nothing started here outlives Build.
 	defer func() {
 		close(b.stop)
 		b.bg.Wait()
-	}()
-	// In the background, one after the other: the stat cache, needed as soon as the inputs
-	// are listed; the previous manifest, needed once they are read; and then the reading
-	// ahead of the old indexes, for the stanzas. One goroutine for the two loads leaves the
-	// other core to the listing, which is what the build waits for.
-	b.bg.Add(1)
-	go func() {
-		defer b.bg.Done()
-		c := loadStatCache(cachePath)
-		// Without a cache every input is read again, and no stanza comes from the old
-		// indexes: nothing to read ahead.
-		readAhead := len(c.Entries) > 0
-		cacheLoaded <- c
-		b.loadPrevious(readAhead)
 	}()
 	if err := b.collect(ctx); err != nil {
 		return nil, err
@@ -438,6 +421,27 @@ func (b *builder) collect(ctx context.Context) error {
 	return nil
 }
 
+// startLoading starts, in the background and one after the other: loading the stat
+// cache, needed as soon as the inputs are listed; the previous manifest, needed once they
+// are read; and then the reading ahead of the old indexes, for the stanzas. One goroutine
+// for the two loads leaves the other core to the listing of the inputs (mostly kernel
+// time), which is what the build waits for.
+func (b *builder) startLoading() {
+	b.cacheLoaded = make(chan *statCache, 1)
+	b.prevReady = make(chan struct{})
+	b.stop = make(chan struct{})
+	b.bg.Add(1)
+	go func() {
+		defer b.bg.Done()
+		c := loadStatCache(b.cachePath())
+		// Without a cache every input is read again, and no stanza comes from the old
+		// indexes: nothing to read ahead.
+		readAhead := len(c.Entries) > 0
+		b.cacheLoaded <- c
+		b.loadPrevious(readAhead)
+	}()
+}
+
 // loadPrevious makes the previous manifest available, loading it when
 // Options.LoadPrevious is set, and then, if readAhead, starts reading its indexes ahead. It
 // closes b.prevReady when done. If Build has returned meanwhile, it loads nothing.
@@ -621,8 +625,10 @@ func (b *builder) nextCache(m *manifest.Manifest) []byte {
 // writeCache saves the stat cache. The cache is an accelerator: failing to save it costs
 // the next build time, not correctness.
 func (b *builder) writeCache(data []byte) {
-	_ = writeFileUnsynced(filepath.Join(b.o.CacheDir, "inputs.txt"), data, 0o644)
+	_ = writeFileUnsynced(b.cachePath(), data, 0o644)
 }
+
+func (b *builder) cachePath() string { return filepath.Join(b.o.CacheDir, "inputs.txt") }
 
 // pruneKept deletes the tree paths kept from the release before the previous one and
 // returns the previous release's paths that m no longer lists, to delete next time.
