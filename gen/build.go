@@ -619,7 +619,7 @@ func (b *builder) nextCache(m *manifest.Manifest) []byte {
 	if m != nil {
 		b.icache.Prune()
 	}
-	return encodeStatCache(len(b.ins), func(i int) *input { return b.ins[i] }, b.cache.Kept)
+	return encodeStatCache(b.ins, b.cache.Kept)
 }
 
 // writeCache saves the stat cache. The cache is an accelerator: failing to save it costs

@@ -121,16 +121,19 @@ func splitTabs(line string, f []string) []string {
 
 // encode returns the cache file's bytes. Entries must be sorted by path.
 func (c *statCache) encode() []byte {
-	return encodeStatCache(len(c.Entries), func(i int) *input { return &c.Entries[i] }, c.Kept)
+	entries := make([]*input, len(c.Entries))
+	for i := range c.Entries {
+		entries[i] = &c.Entries[i]
+	}
+	return encodeStatCache(entries, c.Kept)
 }
 
-// encodeStatCache returns the bytes of a cache of n entries, entry(i) being the i-th in
-// path order, and the kept paths.
-func encodeStatCache(n int, entry func(i int) *input, kept []string) []byte {
-	b := make([]byte, 0, n*200+len(statCacheHeader)+100)
+// encodeStatCache returns the bytes of a cache of entries, sorted by path, and the kept
+// paths.
+func encodeStatCache(entries []*input, kept []string) []byte {
+	b := make([]byte, 0, len(entries)*200+len(statCacheHeader)+100)
 	b = append(b, statCacheHeader...)
-	for i := range n {
-		in := entry(i)
+	for _, in := range entries {
 		if in.Path == "" || strings.ContainsAny(in.Path, "\t\n") {
 			continue // such a path is simply read again next time
 		}
