@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/armor-apt/armor/manifest/tomlfile"
-
 	"github.com/pelletier/go-toml/v2"
 )
 
@@ -114,19 +112,7 @@ func FuzzParseCanonical(f *testing.F) {
 }
 
 // parseSlow is Parse through go-toml only.
-func parseSlow(data []byte, name string) (*Manifest, error) {
-	var m Manifest
-	if err := tomlfile.Decode(data, "manifest "+name, &m); err != nil {
-		return nil, err
-	}
-	if err := m.Validate(); err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", name, err)
-	}
-	if err := VerifyID(&m); err != nil {
-		return nil, fmt.Errorf("manifest %s: %w", name, err)
-	}
-	return &m, nil
-}
+func parseSlow(data []byte, name string) (*Manifest, error) { return parseTOML(data, name) }
 
 // On canonical input, valid or not, Parse's fast path gives what go-toml's does.
 func TestParseFastEqualsSlow(t *testing.T) {
