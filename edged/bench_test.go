@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,11 +37,16 @@ import (
 // On a shared machine, ARMOR_BENCH_ROUNDS=3 alternates the servers three times per
 // object and keeps each one's best run.
 //
-// ARMOR_BENCH_PROCS=N (default 2) gives both servers the same parallelism: nginx runs
-// N workers and edged serves with GOMAXPROCS=N. wrk shares the machine, so on two
-// cores N=1 leaves the client a core of its own, while N=2 makes three busy threads
-// (two server threads and wrk) share two cores: there the servers' latency tails
-// mostly measure how long a runnable thread waits for a core.
+// Client and server each get a core of their own: the server under test is pinned to
+// CPU 0 (nginx with one worker, edged with GOMAXPROCS=1) and wrk to CPU 1. Unpinned,
+// three busy threads (two server threads and wrk) would share two cores, and the
+// servers' latency tails would mostly measure how long a runnable thread waits for a
+// core. Nor would the servers get the same share: under wrk -c32, nginx's second
+// worker accepted none of the connections (its CPU time stayed 0), so nginx ran as
+// one busy process while edged spread over two threads that competed with wrk.
+//
+// ARMOR_BENCH_PIN=0 runs everything unpinned, and ARMOR_BENCH_PROCS=N (default 1
+// pinned, 2 unpinned) sets nginx's workers and edged's GOMAXPROCS.
 //
 // It reports req/s and p99 (µs) per object for both servers, and the cold-miss
 // throughput of edged reading from a local-directory rclone store.
@@ -137,11 +143,23 @@ func BenchmarkVsNginx(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	pin := os.Getenv("ARMOR_BENCH_PIN") != "0"
+	if pin && runtime.NumCPU() < 2 {
+		b.Logf("one CPU: client and server run unpinned")
+		pin = false
+	}
 	procs := 2
+	if pin {
+		procs = 1
+	}
 	if n, err := strconv.Atoi(os.Getenv("ARMOR_BENCH_PROCS")); err == nil && n > 0 {
 		procs = n
 	}
-	nginxAddr := startNginx(b, root, procs)
+	var serverCPU, clientCPU []string
+	if pin {
+		serverCPU, clientCPU = []string{"taskset", "-c", "0"}, []string{"taskset", "-c", "1"}
+	}
+	nginxAddr := startNginx(b, root, procs, serverCPU)
 	rc, err := cas.OpenRclone(context.Background(), filepath.Join(root, "store"))
 	if err != nil {
 		b.Fatal(err)
@@ -156,17 +174,22 @@ func BenchmarkVsNginx(b *testing.B) {
 	for _, bp := range benchPaths {
 		var ng, ed wrkResult
 		for range rounds {
-			ng = ng.best(runWrk(b, nginxAddr, hostA, "/"+bp.path))
+			ng = ng.best(runWrk(b, clientCPU, nginxAddr, hostA, "/"+bp.path))
 			prev := runtime.GOMAXPROCS(procs)
-			ed = ed.best(runWrk(b, edge.addr, hostA, "/"+bp.path))
+			unpin := func() {}
+			if pin {
+				unpin = pinProcess(b, 0)
+			}
+			ed = ed.best(runWrk(b, clientCPU, edge.addr, hostA, "/"+bp.path))
+			unpin()
 			runtime.GOMAXPROCS(prev)
 		}
 		b.ReportMetric(ng.rps, bp.name+"-nginx-req/s")
 		b.ReportMetric(ed.rps, bp.name+"-edged-req/s")
 		b.ReportMetric(ng.p99.Seconds()*1e6, bp.name+"-nginx-p99-µs")
 		b.ReportMetric(ed.p99.Seconds()*1e6, bp.name+"-edged-p99-µs")
-		b.Logf("%-18s nginx %9.0f req/s p99 %8s | edged %9.0f req/s p99 %8s | edged/nginx %.2f× (%d procs)",
-			bp.name, ng.rps, ng.p99, ed.rps, ed.p99, ed.rps/ng.rps, procs)
+		b.Logf("%-18s nginx %9.0f req/s p99 %8s | edged %9.0f req/s p99 %8s | edged/nginx %.2f× (%d procs, pinned %t)",
+			bp.name, ng.rps, ng.p99, ed.rps, ed.p99, ed.rps/ng.rps, procs, pin)
 	}
 	rps, mbps := coldMisses(b, rc)
 	b.ReportMetric(rps, "cold-miss-req/s")
@@ -174,8 +197,9 @@ func BenchmarkVsNginx(b *testing.B) {
 	b.Logf("cold misses from a local-directory store: %.0f req/s, %.1f MB/s (4 KiB objects, 32 clients)", rps, mbps)
 }
 
-// startNginx runs nginx (procs workers, sendfile) over root/www on a free loopback port.
-func startNginx(b *testing.B, root string, procs int) string {
+// startNginx runs nginx (procs workers, sendfile) over root/www on a free loopback port,
+// under the command prefix cpu (taskset, or none).
+func startNginx(b *testing.B, root string, procs int, cpu []string) string {
 	b.Helper()
 	addr := freeAddr(b)
 	user := ""
@@ -210,7 +234,8 @@ http {
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	cmd := exec.Command("/usr/sbin/nginx", "-e", filepath.Join(root, "error.log"), "-p", root, "-c", confPath)
+	args := slices.Concat(cpu, []string{"/usr/sbin/nginx", "-e", filepath.Join(root, "error.log"), "-p", root, "-c", confPath})
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
 		b.Fatalf("start nginx: %v", err)
@@ -251,10 +276,12 @@ var (
 	wrkP99 = regexp.MustCompile(`\s99%\s+([0-9.]+)(us|ms|s)`)
 )
 
-// runWrk runs wrk -t1 -c32 -d5s --latency against one URL.
-func runWrk(b *testing.B, addr, host, path string) wrkResult {
+// runWrk runs wrk -t1 -c32 -d5s --latency against one URL, under the command prefix
+// cpu (taskset, or none).
+func runWrk(b *testing.B, cpu []string, addr, host, path string) wrkResult {
 	b.Helper()
-	out, err := exec.Command("wrk", "-t1", "-c32", "-d5s", "--latency", "-H", "Host: "+host, "http://"+addr+path).CombinedOutput()
+	args := slices.Concat(cpu, []string{"wrk", "-t1", "-c32", "-d5s", "--latency", "-H", "Host: " + host, "http://" + addr + path})
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 	if err != nil {
 		b.Fatalf("wrk: %v\n%s", err, out)
 	}
