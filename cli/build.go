@@ -82,6 +82,13 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	if err != nil {
 		return nil, err
 	}
+	// One build at a time, and none during a push: from loading the previous manifest to
+	// writing the new one.
+	unlock, err := gen.Lock(opts.CacheDir, true)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	manifestPath := cfg.Resolve(cfg.Output.Manifest)
 	// The build loads the previous manifest while it lists the inputs.
 	opts.LoadPrevious = func() (*manifest.Manifest, error) { return loadPrevious(manifestPath) }

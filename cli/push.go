@@ -80,6 +80,12 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 	if err != nil {
 		return nil, err
 	}
+	// A build must not rewrite the manifest and the tree while they are read and uploaded.
+	unlock, err := gen.Lock(cfg.Resolve(cfg.Output.Cache), false)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	mpath := cfg.Resolve(cfg.Output.Manifest)
 	mdata, err := os.ReadFile(mpath)
 	if err != nil {

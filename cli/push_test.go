@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armor-apt/armor/cli/config"
+	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/manifest/cas"
 	"github.com/armor-apt/armor/testdata/s3server/s3test"
@@ -578,4 +580,61 @@ func TestPushWithoutStore(t *testing.T) {
 	t.Parallel()
 	p := newPushProject(t, "")
 	armorFails(t, 1, []string{p.cfg, "no [store] configured"}, "-c", p.cfg, "push")
+}
+
+// TestBuildAndPushLock: a build does not start while another build or a push holds the
+// repository's lock, nor a push during a build; each names the lock file and leaves the
+// manifest and the tree as they were. Pushes share the lock.
+func TestBuildAndPushLock(t *testing.T) {
+	t.Parallel()
+	p := newPushProject(t, filepath.Join(t.TempDir(), "store"))
+	cfg, err := config.Load(p.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := cfg.Resolve(cfg.Output.Cache)
+	lock := filepath.Join(cache, "lock")
+	inRelease := filepath.Join(p.tree(), "dists", "stable", "InRelease")
+	read := func(path string) string {
+		t.Helper()
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(data)
+	}
+	manifestBefore, inReleaseBefore := read(p.manifestPath()), read(inRelease)
+
+	// As while another build runs: neither a build nor a push starts.
+	unlock, err := gen.Lock(cache, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{lock, "another armor build or push"}
+	armorFails(t, 1, want, "-c", p.cfg, "build", "--resign")
+	armorFails(t, 1, want, "-c", p.cfg, "push")
+	unlock()
+
+	// As while a push runs: another push may run, a build may not.
+	unlock, err = gen.Lock(cache, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	armorFails(t, 1, want, "-c", p.cfg, "build", "--resign")
+	if _, err := runPush(context.Background(), p.cfg, pushOptions{Store: p.openStore(t), Jobs: 2}); err != nil {
+		t.Errorf("push beside another push: %v", err)
+	}
+	unlock()
+
+	if read(p.manifestPath()) != manifestBefore || read(inRelease) != inReleaseBefore {
+		t.Error("a build refused for the lock changed the manifest or InRelease")
+	}
+	// Released: a build runs.
+	res, err := runBuild(context.Background(), p.cfg, buildOptions{Resign: true})
+	if err != nil {
+		t.Fatalf("build after the lock was released: %v", err)
+	}
+	if res.Stats.SuitesSigned == 0 {
+		t.Errorf("the build after the lock was released signed nothing: %+v", res.Stats)
+	}
 }

@@ -1,0 +1,47 @@
+package gen_test
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/armor-apt/armor/gen"
+)
+
+// TestLock: one exclusive holder, or any number of shared ones; a conflicting Lock fails
+// at once and names the lock file; releasing makes the lock free again.
+func TestLock(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cache")
+	path := filepath.Join(dir, "lock")
+	mustLock := func(exclusive bool) func() {
+		t.Helper()
+		unlock, err := gen.Lock(dir, exclusive)
+		if err != nil {
+			t.Fatalf("Lock(exclusive=%v): %v", exclusive, err)
+		}
+		return unlock
+	}
+	refused := func(exclusive bool) {
+		t.Helper()
+		unlock, err := gen.Lock(dir, exclusive)
+		if err == nil {
+			unlock()
+			t.Fatalf("Lock(exclusive=%v) succeeded against a conflicting holder", exclusive)
+		}
+		if !strings.Contains(err.Error(), path) {
+			t.Errorf("error does not name %s: %v", path, err)
+		}
+	}
+
+	unlock := mustLock(true)
+	refused(true)
+	refused(false)
+	unlock()
+
+	unlockA, unlockB := mustLock(false), mustLock(false)
+	refused(true)
+	unlockA()
+	refused(true)
+	unlockB()
+	mustLock(true)()
+}
