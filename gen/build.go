@@ -97,7 +97,8 @@ var ErrConflict = errors.New("conflicting packages")
 // Build computes the release for opts and writes the tree. All inputs are read and
 // checked before anything is written, so a bad input leaves the previous tree untouched.
 // It does not write the manifest file: the caller does that after Build returns, so the
-// manifest only ever names a complete tree.
+// manifest only ever names a complete tree. The caller holds the exclusive Lock of
+// o.CacheDir from before Build until the manifest is written.
 func Build(ctx context.Context, o Options) (*Result, error) {
 	if err := o.check(); err != nil {
 		return nil, err
@@ -117,7 +118,10 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, fmt.Errorf("open index cache: %w", err)
 	}
 	b.icache = icache
-	tw := newTreeWriter(o.TreeDir)
+	tw, err := newTreeWriter(o.TreeDir)
+	if err != nil {
+		return nil, err
+	}
 	b.tw = tw
 	// Pool files are copied while the indexes are compressed: a first build is as much
 	// file creation (kernel time) as compression (user time), and the two overlap well.

@@ -715,6 +715,35 @@ func TestFailedIndexWrite(t *testing.T) {
 	if d := diffSnapshots(before, snapshot(t, r.Opts.TreeDir)); len(d) > 0 {
 		t.Errorf("a failed build changed the tree: %q", d)
 	}
+	noStaging(t, r.Opts.TreeDir)
+}
+
+// TestStagingLeftByCrash: files a crashed build left in the staging directory never become
+// visible, and the next build removes them, whether it changes the tree or finds it up to
+// date.
+func TestStagingLeftByCrash(t *testing.T) {
+	r := newRepo(t, repoConfig{Real: true, Synth: 2})
+	r.mustBuild()
+	noStaging(t, r.Opts.TreeDir)
+	for _, change := range []bool{false, true} {
+		writeFile(t, filepath.Join(r.Opts.TreeDir, ".armor-staging", "0123456789ab-Packages"), []byte("half an index\n"))
+		if change {
+			writeOne(t, r.in("new"), "newpkg", "1.0-1", "amd64", "pkg000000")
+		}
+		res := r.mustBuild()
+		if res.UpToDate == change {
+			t.Fatalf("change %v: up to date %v", change, res.UpToDate)
+		}
+		noStaging(t, r.Opts.TreeDir)
+	}
+}
+
+// noStaging fails t when the tree holds a staging directory.
+func noStaging(t *testing.T, tree string) {
+	t.Helper()
+	if _, err := os.Lstat(filepath.Join(tree, ".armor-staging")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("staging directory in the tree (%v)", err)
+	}
 }
 
 // TestLoadPrevious: a build given a loader for the previous manifest, which it calls while

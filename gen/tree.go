@@ -16,17 +16,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// treeWriter stages files under temporary names inside the tree and makes them visible
-// in one commit: one syncfs for all the data (large files are flushed as they are
-// written, so it mostly waits for the small ones), then renames in rank order, then one
-// more syncfs for the directories. A crash before Commit leaves only temporary files,
-// named .armor-tmp-* (Abort removes them on an error; after a crash they stay until
-// removed by hand); a crash during Commit leaves every path either old or new, and since
-// InRelease is renamed last a reader never finds a signed Release that names an index not
-// yet in place.
+// treeWriter stages files in the tree's staging directory and makes them visible in one
+// commit: one syncfs for all the data (large files are flushed as they are written, so it
+// mostly waits for the small ones), then renames in rank order, then one more syncfs for
+// the directories. A crash before Commit leaves only staged files, which the next build
+// removes with the directory; a crash during Commit leaves every path either old or new,
+// and since InRelease is renamed last a reader never finds a signed Release that names
+// an index not yet in place.
+//
+// The staging directory is shared by every build of the tree, so the caller must hold the
+// repository's build lock (Lock).
 type treeWriter struct {
-	root string
-	bg   errgroup.Group // writes started by Go; Commit and Abort wait for them
+	root    string
+	staging string
+	bg      errgroup.Group // writes started by Go; Commit and Abort wait for them
 
 	mu      sync.Mutex // guards what follows: CopyFile runs from several goroutines
 	staged  []staged
@@ -38,12 +41,25 @@ type staged struct{ tmp, final string }
 
 const tmpPrefix = ".armor-tmp-"
 
-func newTreeWriter(root string) *treeWriter {
-	w := &treeWriter{root: root, dirs: map[string]bool{}}
+// stagingDir is where a build stages its files, inside the tree: on the tree's file
+// system, so that each rename into place is atomic, and in one directory, so that what a
+// crashed build left is removed at once.
+const stagingDir = ".armor-staging"
+
+// newTreeWriter removes whatever a crashed build left in root's staging directory and
+// creates it afresh.
+func newTreeWriter(root string) (*treeWriter, error) {
+	w := &treeWriter{root: root, staging: filepath.Join(root, stagingDir), dirs: map[string]bool{}}
+	if err := os.RemoveAll(w.staging); err != nil {
+		return nil, fmt.Errorf("remove the staging directory a failed build left: %w", err)
+	}
+	if err := os.MkdirAll(w.staging, 0o755); err != nil {
+		return nil, fmt.Errorf("create staging directory: %w", err)
+	}
 	// One index's three forms at once: more would only hold more of them in memory while
 	// they wait for the disk.
 	w.bg.SetLimit(3)
-	return w
+	return w, nil
 }
 
 func (w *treeWriter) tempFor(rel string) (string, error) {
@@ -63,7 +79,7 @@ func (w *treeWriter) tempFor(rel string) (string, error) {
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return "", err
 	}
-	tmp := filepath.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:])+"-"+filepath.Base(final))
+	tmp := filepath.Join(w.staging, hex.EncodeToString(rnd[:])+"-"+filepath.Base(final))
 	w.mu.Lock()
 	w.dirs[dir] = true
 	w.staged = append(w.staged, staged{tmp, final})
@@ -175,6 +191,9 @@ func (w *treeWriter) Commit() error {
 		return err
 	}
 	w.staged = nil
+	// Empty now. Should removing it fail, the tree is complete all the same, and the next
+	// build removes it.
+	os.Remove(w.staging)
 	return nil
 }
 
@@ -196,12 +215,10 @@ func rank(path string) int {
 	return 2
 }
 
-// Abort removes every staged temporary file.
+// Abort removes every staged file, and the staging directory.
 func (w *treeWriter) Abort() {
 	w.bg.Wait()
-	for _, s := range w.staged {
-		os.Remove(s.tmp)
-	}
+	os.RemoveAll(w.staging)
 	w.staged = nil
 }
 
