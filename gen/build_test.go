@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -736,6 +737,56 @@ func TestStagingLeftByCrash(t *testing.T) {
 		}
 		noStaging(t, r.Opts.TreeDir)
 	}
+}
+
+// TestPoolOnAnotherMount: a tree whose pool/ is a symbolic link to another file system
+// (/dev/shm, a tmpfs) builds: its files cannot be renamed in from the tree's staging
+// directory, so they are staged beside their targets, and nothing staged stays behind.
+func TestPoolOnAnotherMount(t *testing.T) {
+	r := newRepo(t, repoConfig{Real: true, Synth: 2})
+	elsewhere, err := os.MkdirTemp("/dev/shm", "armor-pool-")
+	if err != nil {
+		t.Fatalf("this test needs a tmpfs at /dev/shm: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(elsewhere) })
+	if err := os.MkdirAll(r.Opts.TreeDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, filepath.Join(r.Opts.TreeDir, "pool")); err != nil {
+		t.Fatal(err)
+	}
+	r.mustBuild()
+	writeOne(t, r.in("new"), "newpkg", "1.0-1", "amd64", "pkg000000")
+	res := r.mustBuild()
+	if res.Stats.Added != 1 {
+		t.Fatalf("stats %+v; want one package added", res.Stats)
+	}
+	if _, err := os.Stat(filepath.Join(elsewhere, "main", "n", "newpkg", "newpkg_1.0-1_amd64.deb")); err != nil {
+		t.Errorf("the new pool file is not on the other file system: %v", err)
+	}
+	noStaging(t, r.Opts.TreeDir)
+	err = filepath.WalkDir(elsewhere, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasPrefix(d.Name(), ".armor-") {
+			t.Errorf("left behind: %s", p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNothingStaged: a build that changes the release but no file of the tree (here, only
+// the repository's name, which the manifest alone records) leaves no staging directory.
+func TestNothingStaged(t *testing.T) {
+	r := newRepo(t, repoConfig{Real: true})
+	r.mustBuild()
+	r.Opts.Repository += "-renamed"
+	res := r.mustBuild()
+	if res.UpToDate || res.Stats.FilesWritten != 0 {
+		t.Fatalf("up to date %v, %d files written; want a new release and no file", res.UpToDate, res.Stats.FilesWritten)
+	}
+	noStaging(t, r.Opts.TreeDir)
 }
 
 // noStaging fails t when the tree holds a staging directory.

@@ -24,16 +24,22 @@ import (
 // and since InRelease is renamed last a reader never finds a signed Release that names
 // an index not yet in place.
 //
+// A directory of the tree on another mount than the tree's root (pool/ on a disk of its
+// own, say) cannot take a rename from the staging directory, so its files are staged
+// beside their targets, as .armor-tmp-*; a crash leaves those behind.
+//
 // The staging directory is shared by every build of the tree, so the caller must hold the
 // repository's build lock (Lock).
 type treeWriter struct {
-	root    string
-	staging string
-	bg      errgroup.Group // writes started by Go; Commit and Abort wait for them
+	root         string
+	staging      string
+	stagingMount mountID
+	bg           errgroup.Group // writes started by Go; Commit and Abort wait for them
 
 	mu      sync.Mutex // guards what follows: CopyFile runs from several goroutines
 	staged  []staged
-	dirs    map[string]bool
+	dirs    map[string]string  // a target directory → the directory its files are staged in
+	mounts  map[mountID]string // every mount written to → a directory on it, for syncfs
 	written int64
 }
 
@@ -41,21 +47,32 @@ type staged struct{ tmp, final string }
 
 const tmpPrefix = ".armor-tmp-"
 
-// stagingDir is where a build stages its files, inside the tree: on the tree's file
-// system, so that each rename into place is atomic, and in one directory, so that what a
-// crashed build left is removed at once.
+// stagingDir is where a build stages its files, inside the tree: on the tree's mount, so
+// that each rename into place is atomic, and in one directory, so that what a crashed
+// build left is removed at once.
 const stagingDir = ".armor-staging"
 
 // newTreeWriter removes whatever a crashed build left in root's staging directory and
 // creates it afresh.
 func newTreeWriter(root string) (*treeWriter, error) {
-	w := &treeWriter{root: root, staging: filepath.Join(root, stagingDir), dirs: map[string]bool{}}
+	w := &treeWriter{
+		root:    root,
+		staging: filepath.Join(root, stagingDir),
+		dirs:    map[string]string{},
+		mounts:  map[mountID]string{},
+	}
 	if err := os.RemoveAll(w.staging); err != nil {
 		return nil, fmt.Errorf("remove the staging directory a failed build left: %w", err)
 	}
 	if err := os.MkdirAll(w.staging, 0o755); err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)
 	}
+	m, err := mountOf(w.staging)
+	if err != nil {
+		return nil, err
+	}
+	w.stagingMount = m
+	w.mounts[m] = w.staging
 	// One index's three forms at once: more would only hold more of them in memory while
 	// they wait for the disk.
 	w.bg.SetLimit(3)
@@ -66,22 +83,39 @@ func (w *treeWriter) tempFor(rel string) (string, error) {
 	final := filepath.Join(w.root, filepath.FromSlash(rel))
 	dir := filepath.Dir(final)
 	w.mu.Lock()
-	made := w.dirs[dir]
+	in, known := w.dirs[dir]
 	w.mu.Unlock()
-	if !made {
+	if !known {
 		// Outside the lock: a first build makes a directory per source package, and
 		// MkdirAll is safe to race with itself.
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return "", fmt.Errorf("create directory %s: %w", dir, err)
 		}
+		m, err := mountOf(dir)
+		if err != nil {
+			return "", err
+		}
+		in = w.staging
+		if m != w.stagingMount {
+			in = dir
+		}
+		w.mu.Lock()
+		w.dirs[dir] = in
+		if _, ok := w.mounts[m]; !ok {
+			w.mounts[m] = dir
+		}
+		w.mu.Unlock()
 	}
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return "", err
 	}
-	tmp := filepath.Join(w.staging, hex.EncodeToString(rnd[:])+"-"+filepath.Base(final))
+	name := hex.EncodeToString(rnd[:]) + "-" + filepath.Base(final)
+	if in != w.staging {
+		name = tmpPrefix + name
+	}
+	tmp := filepath.Join(in, name)
 	w.mu.Lock()
-	w.dirs[dir] = true
 	w.staged = append(w.staged, staged{tmp, final})
 	w.mu.Unlock()
 	return tmp, nil
@@ -173,9 +207,10 @@ func (w *treeWriter) Commit() error {
 		return err
 	}
 	if len(w.staged) == 0 {
+		os.Remove(w.staging)
 		return nil
 	}
-	if err := syncTree(w.root); err != nil {
+	if err := w.syncMounts(); err != nil {
 		return err
 	}
 	sort.SliceStable(w.staged, func(i, j int) bool { return rank(w.staged[i].final) < rank(w.staged[j].final) })
@@ -187,7 +222,7 @@ func (w *treeWriter) Commit() error {
 	// One more syncfs makes the renames durable: it flushes the directories' metadata
 	// together, where an fsync per directory costs a journal commit each (10,000 new
 	// pool directories took seconds).
-	if err := syncTree(w.root); err != nil {
+	if err := w.syncMounts(); err != nil {
 		return err
 	}
 	w.staged = nil
@@ -218,8 +253,43 @@ func rank(path string) int {
 // Abort removes every staged file, and the staging directory.
 func (w *treeWriter) Abort() {
 	w.bg.Wait()
+	for _, s := range w.staged {
+		if filepath.Dir(s.tmp) != w.staging {
+			os.Remove(s.tmp)
+		}
+	}
 	os.RemoveAll(w.staging)
 	w.staged = nil
+}
+
+// syncMounts flushes every mount the build wrote to: the tree's, and any other that one
+// of its directories is on.
+func (w *treeWriter) syncMounts() error {
+	for _, dir := range w.mounts {
+		if err := syncTree(dir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mountID identifies a mount: by its mount id where the kernel reports one (Linux 5.8 and
+// later), which tells bind mounts of one file system apart, as rename does; otherwise by
+// the device of its file system.
+type mountID struct {
+	id    uint64
+	byDev bool
+}
+
+func mountOf(dir string) (mountID, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, dir, 0, unix.STATX_MNT_ID, &st); err != nil {
+		return mountID{}, fmt.Errorf("stat %s: %w", dir, err)
+	}
+	if st.Mask&unix.STATX_MNT_ID != 0 {
+		return mountID{id: st.Mnt_id}, nil
+	}
+	return mountID{id: uint64(st.Dev_major)<<32 | uint64(st.Dev_minor), byDev: true}, nil
 }
 
 // syncTree flushes every dirty page of the file system holding root in one call, which
