@@ -14,19 +14,28 @@ import (
 // as push. It returns the function that releases the lock. It does not wait: when another
 // process holds the lock in a conflicting mode, it fails with an error naming the lock
 // file. The lock is the kernel's (flock), so a process that dies releases it, and no
-// stale lock is ever left to remove by hand.
+// stale lock is ever left to remove by hand. On NFS it holds across machines only where
+// the mount supports locks (NFSv4, or v3 with lockd).
+//
+// A reader that cannot create the lock file, on a read-only file system or in a cache
+// directory it may not write, goes without: no build can be writing there either.
 func Lock(cacheDir string, exclusive bool) (unlock func(), err error) {
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create cache directory: %w", err)
-	}
 	path := filepath.Join(cacheDir, "lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open lock: %w", err)
-	}
-	how := unix.LOCK_SH
+	flag, how := os.O_RDONLY|os.O_CREATE, unix.LOCK_SH
 	if exclusive {
-		how = unix.LOCK_EX
+		// Read-write: NFS emulates flock with POSIX locks, whose exclusive form needs it.
+		flag, how = os.O_RDWR|os.O_CREATE, unix.LOCK_EX
+	}
+	err = os.MkdirAll(cacheDir, 0o755)
+	var f *os.File
+	if err == nil {
+		f, err = os.OpenFile(path, flag, 0o644)
+	}
+	if err != nil {
+		if !exclusive && (errors.Is(err, unix.EROFS) || errors.Is(err, os.ErrPermission)) {
+			return func() {}, nil
+		}
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
 	}
 	if err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB); err != nil {
 		f.Close()

@@ -1,6 +1,7 @@
 package gen_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,4 +45,15 @@ func TestLock(t *testing.T) {
 	refused(true)
 	unlockB()
 	mustLock(true)()
+
+	// A cache directory that cannot exist: both modes fail, naming the lock file.
+	blocked := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(blocked, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, exclusive := range []bool{true, false} {
+		if _, err := gen.Lock(filepath.Join(blocked, "cache"), exclusive); err == nil || !strings.Contains(err.Error(), filepath.Join(blocked, "cache", "lock")) {
+			t.Errorf("Lock(exclusive=%v) under a file: %v; want an error naming the lock", exclusive, err)
+		}
+	}
 }
