@@ -24,9 +24,10 @@ import (
 // and since InRelease is renamed last a reader never finds a signed Release that names
 // an index not yet in place.
 //
-// A directory of the tree on another mount than the tree's root (pool/ on a disk of its
-// own, say) cannot take a rename from the staging directory, so its files are staged
-// beside their targets, as .armor-tmp-*; a crash leaves those behind.
+// A directory of the tree on another mount or device than the tree's root (pool/ on a disk
+// of its own, or a btrfs subvolume) cannot take a rename from the staging directory, so its
+// files are staged beside their targets, as .armor-tmp-*; a crash leaves those behind. A
+// rename that fails all the same (EXDEV) becomes a copy beside the target and a rename.
 //
 // The staging directory is shared by every build of the tree, so the caller must hold the
 // repository's build lock (Lock).
@@ -137,7 +138,14 @@ func (w *treeWriter) WriteFile(rel string, data []byte, also ...string) error {
 		if err != nil {
 			return err
 		}
-		if err := os.Link(tmp, link); err != nil {
+		err = os.Link(tmp, link)
+		if errors.Is(err, unix.EXDEV) {
+			// The two directories are on different mounts: a copy, then.
+			if err = writeNew(link, data); err == nil {
+				w.addWritten(int64(len(data)))
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("link %s: %w", a, err)
 		}
 	}
@@ -215,7 +223,14 @@ func (w *treeWriter) Commit() error {
 	}
 	sort.SliceStable(w.staged, func(i, j int) bool { return rank(w.staged[i].final) < rank(w.staged[j].final) })
 	for _, s := range w.staged {
-		if err := os.Rename(s.tmp, s.final); err != nil {
+		err := os.Rename(s.tmp, s.final)
+		if errors.Is(err, unix.EXDEV) {
+			// A directory that looked like the tree's mount and is not one for rename (a
+			// btrfs subvolume, or a directory of another project quota, has the same mount
+			// id): the file goes over by a copy beside its target.
+			err = moveAcross(s.tmp, s.final)
+		}
+		if err != nil {
 			return fmt.Errorf("rename into place %s: %w", s.final, err)
 		}
 	}
@@ -273,23 +288,65 @@ func (w *treeWriter) syncMounts() error {
 	return nil
 }
 
-// mountID identifies a mount: by its mount id where the kernel reports one (Linux 5.8 and
-// later), which tells bind mounts of one file system apart, as rename does; otherwise by
-// the device of its file system.
-type mountID struct {
-	id    uint64
-	byDev bool
+// moveAcross moves the file tmp to final where rename cannot: it copies tmp to a
+// temporary file beside final, flushes it, renames it into place, flushes the directory
+// and removes tmp.
+func moveAcross(tmp, final string) error {
+	in, err := os.Open(tmp)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	beside, err := os.CreateTemp(filepath.Dir(final), tmpPrefix+"*-"+filepath.Base(final))
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(beside, in)
+	if err == nil {
+		err = beside.Chmod(0o644)
+	}
+	if err == nil {
+		err = beside.Sync()
+	}
+	if cerr := beside.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(beside.Name(), final)
+	}
+	if err != nil {
+		os.Remove(beside.Name())
+		return err
+	}
+	os.Remove(tmp)
+	return syncDir(filepath.Dir(final))
 }
+
+// mountID identifies where a directory is for rename: its mount (the kernel reports mount
+// ids from Linux 5.8; they tell bind mounts of one file system apart) and its device (which
+// tells btrfs subvolumes apart). Two directories with the same mountID may still refuse a
+// rename between them; Commit copies then.
+type mountID struct{ mnt, dev uint64 }
 
 func mountOf(dir string) (mountID, error) {
 	var st unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, dir, 0, unix.STATX_MNT_ID, &st); err != nil {
+	err := unix.Statx(unix.AT_FDCWD, dir, unix.AT_STATX_DONT_SYNC, unix.STATX_MNT_ID, &st)
+	if err == nil {
+		id := mountID{dev: unix.Mkdev(st.Dev_major, st.Dev_minor)}
+		if st.Mask&unix.STATX_MNT_ID != 0 {
+			id.mnt = st.Mnt_id
+		}
+		return id, nil
+	}
+	if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) {
 		return mountID{}, fmt.Errorf("stat %s: %w", dir, err)
 	}
-	if st.Mask&unix.STATX_MNT_ID != 0 {
-		return mountID{id: st.Mnt_id}, nil
+	// No statx (before Linux 4.11, or denied by a seccomp filter): the device alone.
+	var fi unix.Stat_t
+	if err := unix.Stat(dir, &fi); err != nil {
+		return mountID{}, fmt.Errorf("stat %s: %w", dir, err)
 	}
-	return mountID{id: uint64(st.Dev_major)<<32 | uint64(st.Dev_minor), byDev: true}, nil
+	return mountID{dev: uint64(fi.Dev)}, nil
 }
 
 // syncTree flushes every dirty page of the file system holding root in one call, which
