@@ -3,6 +3,7 @@ package gen
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -17,25 +18,39 @@ import (
 // stale lock is ever left to remove by hand. On NFS it holds across machines only where
 // the mount supports locks (NFSv4, or v3 with lockd).
 //
-// A reader that cannot create the lock file, on a read-only file system or in a cache
-// directory it may not write, goes without: no build can be writing there either.
+// A reader that finds no lock file and cannot create one (a read-only file system, a
+// cache directory it may not write) goes without: no build can hold a lock that does not
+// exist. A lock file it cannot open is an error, as a build may hold it.
 func Lock(cacheDir string, exclusive bool) (unlock func(), err error) {
 	path := filepath.Join(cacheDir, "lock")
-	flag, how := os.O_RDONLY|os.O_CREATE, unix.LOCK_SH
+	var f *os.File
 	if exclusive {
 		// Read-write: NFS emulates flock with POSIX locks, whose exclusive form needs it.
-		flag, how = os.O_RDWR|os.O_CREATE, unix.LOCK_EX
-	}
-	err = os.MkdirAll(cacheDir, 0o755)
-	var f *os.File
-	if err == nil {
-		f, err = os.OpenFile(path, flag, 0o644)
+		if err = os.MkdirAll(cacheDir, 0o755); err == nil {
+			f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		}
+		if err == nil {
+			// Readable by every reader whatever the builder's umask. (Where another user
+			// owns the file the chmod fails, and the first build has done it.)
+			_ = f.Chmod(0o644)
+		}
+	} else {
+		f, err = os.Open(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err = os.MkdirAll(cacheDir, 0o755); err == nil {
+				f, err = os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o644)
+			}
+			if errors.Is(err, unix.EROFS) || errors.Is(err, fs.ErrPermission) {
+				return func() {}, nil
+			}
+		}
 	}
 	if err != nil {
-		if !exclusive && (errors.Is(err, unix.EROFS) || errors.Is(err, os.ErrPermission)) {
-			return func() {}, nil
-		}
 		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	how := unix.LOCK_SH
+	if exclusive {
+		how = unix.LOCK_EX
 	}
 	if err := unix.Flock(int(f.Fd()), how|unix.LOCK_NB); err != nil {
 		f.Close()

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/armor-apt/armor/gen"
@@ -45,6 +46,22 @@ func TestLock(t *testing.T) {
 	refused(true)
 	unlockB()
 	mustLock(true)()
+
+	// A builder's umask does not lock readers out.
+	fresh := filepath.Join(t.TempDir(), "cache")
+	old := syscall.Umask(0o077)
+	unlock, err := gen.Lock(fresh, true)
+	syscall.Umask(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	if fi, err := os.Stat(filepath.Join(fresh, "lock")); err != nil || fi.Mode().Perm() != 0o644 {
+		t.Errorf("lock file made under umask 077: %v; want mode 0644", err)
+		if err == nil {
+			t.Errorf("mode %v", fi.Mode())
+		}
+	}
 
 	// A cache directory that cannot exist: both modes fail, naming the lock file.
 	blocked := filepath.Join(t.TempDir(), "file")
