@@ -297,25 +297,11 @@ func moveAcross(tmp, final string) error {
 		return err
 	}
 	defer in.Close()
-	beside, err := os.CreateTemp(filepath.Dir(final), tmpPrefix+"*-"+filepath.Base(final))
-	if err != nil {
+	err = replaceFile(final, 0o644, true, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
 		return err
-	}
-	_, err = io.Copy(beside, in)
-	if err == nil {
-		err = beside.Chmod(0o644)
-	}
-	if err == nil {
-		err = beside.Sync()
-	}
-	if cerr := beside.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(beside.Name(), final)
-	}
+	})
 	if err != nil {
-		os.Remove(beside.Name())
 		return err
 	}
 	os.Remove(tmp)
@@ -378,21 +364,21 @@ func syncDir(dir string) error {
 // writeFileUnsynced replaces path with data through a temporary file and a rename,
 // without an fsync: for caches that check their own integrity when read.
 func writeFileUnsynced(path string, data []byte, perm os.FileMode) error {
-	return replaceFile(path, data, perm, false)
+	return replaceFile(path, perm, false, writeAll(data))
 }
 
 // WriteFileAtomic writes one file atomically: temp file in the same directory, fsync,
 // rename, fsync of the directory.
 func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	if err := replaceFile(path, data, perm, true); err != nil {
+	if err := replaceFile(path, perm, true, writeAll(data)); err != nil {
 		return err
 	}
 	return syncDir(filepath.Dir(path))
 }
 
-// replaceFile writes data to a temporary file beside path, fsyncs it when durable, and
+// replaceFile writes a temporary file beside path with fill, fsyncs it when durable, and
 // renames it over path. On error the temporary file is removed and path is untouched.
-func replaceFile(path string, data []byte, perm os.FileMode, durable bool) error {
+func replaceFile(path string, perm os.FileMode, durable bool, fill func(io.Writer) error) error {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("create directory %s: %w", dir, err)
@@ -401,7 +387,7 @@ func replaceFile(path string, data []byte, perm os.FileMode, durable bool) error
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	_, err = f.Write(data)
+	err = fill(f)
 	if err == nil {
 		err = f.Chmod(perm)
 	}
@@ -419,4 +405,12 @@ func replaceFile(path string, data []byte, perm os.FileMode, durable bool) error
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
+}
+
+// writeAll is the fill of replaceFile that writes data.
+func writeAll(data []byte) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	}
 }
