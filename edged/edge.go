@@ -150,7 +150,13 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 		CloseOnShutdown:              true,
 		Logger:                       fasthttpLogger{e.logger},
 	}
-	tl := newTrackingListener(ln)
+	p, err := newConnPoller()
+	if err != nil {
+		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	}
+	// Closes the connections that outlive the shutdown timeout.
+	defer p.close()
+	tl := newTrackingListener(ln, p)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(tl) }()
 	select {
@@ -162,7 +168,7 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	stopped := make(chan struct{})
 	go tl.closeUnusedUntil(stopped, 50*time.Millisecond)
-	err := srv.ShutdownWithContext(sctx)
+	err = srv.ShutdownWithContext(sctx)
 	close(stopped)
 	<-errc
 	if err != nil {

@@ -16,12 +16,13 @@ import (
 // Its connections also coalesce read deadlines (see deadlineSlack).
 type trackingListener struct {
 	net.Listener
+	p     *connPoller // nil: connections stay with the runtime's poller
 	mu    sync.Mutex
 	conns map[*trackedConn]struct{}
 }
 
-func newTrackingListener(ln net.Listener) *trackingListener {
-	return &trackingListener{Listener: ln, conns: map[*trackedConn]struct{}{}}
+func newTrackingListener(ln net.Listener, p *connPoller) *trackingListener {
+	return &trackingListener{Listener: ln, p: p, conns: map[*trackedConn]struct{}{}}
 }
 
 func (l *trackingListener) Accept() (net.Conn, error) {
@@ -29,7 +30,13 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc := &trackedConn{Conn: c, l: l, rio: newRawIO(c)}
+	tc := &trackedConn{Conn: c, l: l}
+	if l.p != nil {
+		tc.Conn = l.p.adopt(c)
+	}
+	if tc.Conn == c {
+		tc.rio = newRawIO(c)
+	}
 	l.mu.Lock()
 	l.conns[tc] = struct{}{}
 	l.mu.Unlock()

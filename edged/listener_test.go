@@ -81,16 +81,31 @@ func TestReadDeadlineCoalescing(t *testing.T) {
 	}
 }
 
-// TestTrackedConnIO: connections accepted by the tracking listener (raw socket I/O on
-// Linux) read and write like net.Conn: large writes to a slow reader complete, a read
-// past its deadline is a timeout, a read after the peer closes is io.EOF, and a read
-// blocked when the connection is closed returns.
+// TestTrackedConnIO: connections accepted by the tracking listener read and write like
+// net.Conn, whether they wait in the runtime's poller (raw socket I/O on Linux) or in
+// edged's own (Linux): large writes to a slow reader complete, a read or write past
+// its deadline is a timeout and a moved deadline is obeyed, a read after the peer
+// closes is io.EOF, and a read or write blocked when the connection is closed returns.
 func TestTrackedConnIO(t *testing.T) {
+	own, err := newConnPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(own.close)
+	for _, mode := range []struct {
+		name string
+		p    *connPoller
+	}{{"runtime poller", nil}, {"own poller", own}} {
+		t.Run(mode.name, func(t *testing.T) { testTrackedConnIO(t, mode.p) })
+	}
+}
+
+func testTrackedConnIO(t *testing.T, p *connPoller) {
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := newTrackingListener(inner)
+	ln := newTrackingListener(inner, p)
 	defer ln.Close()
 	pair := func(t *testing.T) (server net.Conn, client net.Conn) {
 		t.Helper()
@@ -102,8 +117,14 @@ func TestTrackedConnIO(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if runtime.GOOS == "linux" && server.(*trackedConn).rio == nil {
+		tc := server.(*trackedConn)
+		_, runtimeConn := tc.Conn.(*net.TCPConn)
+		switch {
+		case runtime.GOOS != "linux":
+		case p == nil && tc.rio == nil:
 			t.Fatal("accepted TCP connection does not use raw socket I/O on Linux")
+		case p != nil && (runtimeConn || tc.rio != nil):
+			t.Fatal("accepted TCP connection was not adopted by edged's poller")
 		}
 		t.Cleanup(func() { client.Close(); server.Close() })
 		return server, client
@@ -197,6 +218,94 @@ func TestTrackedConnIO(t *testing.T) {
 		var op *net.OpError
 		if !errors.As(err, &op) || op.Op != "write" {
 			t.Fatalf("write to a reset connection: %v; want a *net.OpError from write", err)
+		}
+	})
+
+	t.Run("write deadline", func(t *testing.T) {
+		server, _ := pair(t)
+		data := make([]byte, 64<<20)
+		if err := server.SetWriteDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		// The client never reads: the socket buffers fill and the write waits.
+		n, err := server.Write(data)
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("write past the deadline: %d bytes, %v; want a timeout", n, err)
+		}
+		if n <= 0 || n >= 64<<20 {
+			t.Fatalf("write past the deadline wrote %d bytes (%v); want part of the buffer", n, err)
+		}
+	})
+
+	t.Run("deadline in the past", func(t *testing.T) {
+		server, client := pair(t)
+		if _, err := client.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+		if err := server.(*trackedConn).Conn.SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		var ne net.Error
+		if _, err := server.Read(make([]byte, 8)); !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("read with a past deadline: %v; want a timeout", err)
+		}
+	})
+
+	t.Run("deadline moved later", func(t *testing.T) {
+		server, client := pair(t)
+		conn := server.(*trackedConn).Conn
+		if err := conn.SetReadDeadline(time.Now().Add(30 * time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.SetReadDeadline(time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			time.Sleep(100 * time.Millisecond) // well past the first deadline
+			_, _ = client.Write([]byte("late"))
+		}()
+		buf := make([]byte, 8)
+		n, err := server.Read(buf)
+		if err != nil || string(buf[:n]) != "late" {
+			t.Fatalf("read after the deadline was lifted = %q, %v; want \"late\"", buf[:n], err)
+		}
+	})
+
+	t.Run("close while writing", func(t *testing.T) {
+		server, _ := pair(t)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := server.Write(make([]byte, 64<<20))
+			errc <- err
+		}()
+		time.Sleep(50 * time.Millisecond)
+		server.Close()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, net.ErrClosed) {
+				t.Fatalf("write on a closed connection: %v; want net.ErrClosed", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("write still blocked 5s after Close")
+		}
+	})
+
+	t.Run("use after close", func(t *testing.T) {
+		server, _ := pair(t)
+		conn := server.(*trackedConn).Conn
+		if err := conn.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Read(make([]byte, 8)); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("read after Close: %v; want net.ErrClosed", err)
+		}
+		if _, err := conn.Write([]byte("x")); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("write after Close: %v; want net.ErrClosed", err)
+		}
+		if err := conn.Close(); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("second Close: %v; want net.ErrClosed", err)
 		}
 	})
 }

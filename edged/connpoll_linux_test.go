@@ -1,0 +1,148 @@
+package edged
+
+import (
+	"net"
+	"runtime"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestPollerWakesInArrivalOrder: connections that become readable while their
+// goroutines wait are served in the order their data arrived. (The runtime's own
+// poller runs such a batch last-first: this test fails against it.)
+func TestPollerWakesInArrivalOrder(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector shuffles the run queue on purpose; the order is tested without it")
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	p, err := newConnPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+
+	const n = 8
+	clients := make([]net.Conn, n)
+	servers := make([]*pollConn, n)
+	for i := range n {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		s, err := ln.Accept()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pc, ok := p.adopt(s).(*pollConn)
+		if !ok {
+			t.Fatal("the poller did not adopt a TCP connection")
+		}
+		defer pc.Close()
+		clients[i], servers[i] = c, pc
+	}
+
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+	)
+	for i, s := range servers {
+		wg.Go(func() {
+			if _, err := s.Read(make([]byte, 8)); err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+		})
+	}
+	// Wait until every reader is parked in the poller.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		parked := 0
+		for _, s := range servers {
+			if s.r.state.Load() == wpWaiting {
+				parked++
+			}
+		}
+		if parked == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d readers parked after 5s", parked, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond)
+
+	// All the writes happen before the poller runs: with one P, it runs only
+	// once this goroutine waits.
+	for i, c := range clients {
+		if _, err := c.Write([]byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if want := []int{0, 1, 2, 3, 4, 5, 6, 7}; !slices.Equal(order, want) {
+		t.Fatalf("readers ran in order %v; want the order their data arrived, %v", order, want)
+	}
+}
+
+// TestPollerClose: closing the poller closes the connections it still holds, so a
+// goroutine waiting on one returns.
+func TestPollerClose(t *testing.T) {
+	p, err := newConnPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	s, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := p.adopt(s)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := pc.Read(make([]byte, 8))
+		errc <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	p.close()
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("read on a connection of a closed poller succeeded")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("read still blocked 5s after the poller closed")
+	}
+	c2, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	s2, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if got := p.adopt(s2); got != s2 {
+		t.Fatal("a closed poller adopted a connection")
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package edged
+
+const raceEnabled = false
