@@ -47,6 +47,8 @@ import (
 //
 // ARMOR_BENCH_PIN=0 runs everything unpinned, and ARMOR_BENCH_PROCS=N (default 1
 // pinned, 2 unpinned) sets nginx's workers and edged's GOMAXPROCS.
+// ARMOR_BENCH_POLLER=go measures edged with its connections in Go's poller instead of
+// its own (conn_poller), for an A/B of the two.
 //
 // It reports req/s and p99 (µs) per object for both servers, and the cold-miss
 // throughput of edged reading from a local-directory rclone store.
@@ -89,6 +91,9 @@ func benchEdge(b *testing.B, store *testStore, tree map[string][]byte, warm bool
 	cfg := testConfig(b, ctl)
 	cfg.CacheSize = 512 * MiB
 	cfg.StreamThreshold = 8 * MiB
+	if p := os.Getenv("ARMOR_BENCH_POLLER"); p != "" {
+		cfg.ConnPoller = p // "go" or "edged": the A/B of the connection poller
+	}
 	e := startEdge(b, cfg, store)
 	e.waitVersion(b, v)
 	if warm {

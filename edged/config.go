@@ -48,6 +48,10 @@ type Config struct {
 	FetchTimeout Duration `toml:"fetch_timeout"`
 	// ShutdownTimeout bounds the graceful shutdown of each listener.
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// ConnPoller is what public connections wait in: "edged" (the default), an epoll
+	// instance of edged's own that serves ready connections first in, first out, or
+	// "go", the Go runtime's poller. Outside Linux it is always "go".
+	ConnPoller string `toml:"conn_poller"`
 	// Poll tunes the long poll of controld's routes feed.
 	Poll PollConfig `toml:"poll"`
 }
@@ -71,6 +75,7 @@ func Defaults() Config {
 		StateDir:        "/var/lib/armor/edged",
 		FetchTimeout:    Duration(2 * time.Minute),
 		ShutdownTimeout: Duration(10 * time.Second),
+		ConnPoller:      "edged",
 		Poll: PollConfig{
 			Wait:       Duration(30 * time.Second),
 			BackoffMin: Duration(500 * time.Millisecond),
@@ -111,6 +116,7 @@ func (c Config) withDefaults() Config {
 	}
 	set(&c.Listen, d.Listen)
 	set(&c.AdminListen, d.AdminListen)
+	set(&c.ConnPoller, d.ConnPoller)
 	if c.CacheSize == 0 {
 		c.CacheSize = d.CacheSize
 	}
@@ -150,6 +156,9 @@ func (c Config) Validate() error {
 	}
 	if c.CacheSize > 0 && c.StreamThreshold > c.CacheSize {
 		return fmt.Errorf("stream_threshold %s is larger than cache_size %s", c.StreamThreshold, c.CacheSize)
+	}
+	if c.ConnPoller != "" && c.ConnPoller != "edged" && c.ConnPoller != "go" {
+		return fmt.Errorf("conn_poller: %q is neither \"edged\" nor \"go\"", c.ConnPoller)
 	}
 	if w := c.Poll.Wait.D(); w != 0 && (w < time.Second || w > 60*time.Second) {
 		return fmt.Errorf("poll.wait: %s is outside 1s..60s", w)

@@ -42,6 +42,8 @@ func TestParseConfig(t *testing.T) {
 		{"controld must be http", `controld = "ftp://c"`, nil, "controld"},
 		{"threshold over cache", "controld = \"http://c:1\"\ncache_size = \"1MiB\"\nstream_threshold = \"2MiB\"", nil, "stream_threshold"},
 		{"wait over 60s", "controld = \"http://c:1\"\n[poll]\nwait = \"90s\"", nil, "poll.wait"},
+		{"go's poller", "controld = \"http://c:1\"\nconn_poller = \"go\"", func(c Config) bool { return c.ConnPoller == "go" }, ""},
+		{"unknown poller", "controld = \"http://c:1\"\nconn_poller = \"io_uring\"", nil, "conn_poller"},
 		{"backoff inverted", "controld = \"http://c:1\"\n[poll]\nbackoff_min = \"1m\"\nbackoff_max = \"1s\"", nil, "backoff"},
 	}
 	for _, tt := range tests {

@@ -74,8 +74,11 @@ func newConnPoller() (*connPoller, error) {
 
 func (p *connPoller) run() {
 	defer close(p.done)
-	// Read returns only when epfd is closed; poll never reports done.
+	// Read returns when epfile is closed (poll never reports done), or when the
+	// runtime cannot wait on it: then nothing would wake the connections, so they
+	// are closed and no more are adopted.
 	_ = p.rc.Read(p.poll)
+	p.closeConns()
 }
 
 // poll drains the epoll instance, records each connection's readiness and wakes the
@@ -83,14 +86,14 @@ func (p *connPoller) run() {
 // wait for the instance to be readable again.
 func (p *connPoller) poll(epfd uintptr) bool {
 	for {
-		n, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_WAIT, epfd,
+		// epoll_pwait with no signal mask: every architecture has it.
+		n, _, e := syscall.RawSyscall6(unix.SYS_EPOLL_PWAIT, epfd,
 			uintptr(unsafe.Pointer(&p.events[0])), uintptr(len(p.events)), 0, 0, 0)
 		if e == syscall.EINTR {
 			continue
 		}
 		if e != 0 {
-			// Only a closed instance fails (EBADF); close wakes every connection itself.
-			return false
+			break // not expected while RawConn.Read holds epfile; wake what was found
 		}
 		p.mu.Lock()
 		for _, ev := range p.events[:n] {
@@ -153,6 +156,7 @@ func (p *connPoller) adopt(c net.Conn) net.Conn {
 	pc := &pollConn{p: p, fd: fd, local: c.LocalAddr(), remote: c.RemoteAddr()}
 	pc.r.wake = make(chan struct{}, 1)
 	pc.w.wake = make(chan struct{}, 1)
+	// Under mu, so that close cannot release epfd in between.
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -161,18 +165,18 @@ func (p *connPoller) adopt(c net.Conn) net.Conn {
 	}
 	p.nextID++
 	pc.id = p.nextID
-	p.conns[pc.id] = pc
-	p.mu.Unlock()
 	ev := unix.EpollEvent{
 		Events: unix.EPOLLIN | unix.EPOLLOUT | unix.EPOLLRDHUP | unix.EPOLLET,
 		Fd:     int32(uint32(pc.id)),
 		Pad:    int32(uint32(pc.id >> 32)),
 	}
 	if err := unix.EpollCtl(p.epfd, unix.EPOLL_CTL_ADD, fd, &ev); err != nil {
-		p.forget(pc)
+		p.mu.Unlock()
 		unix.Close(fd)
 		return c
 	}
+	p.conns[pc.id] = pc
+	p.mu.Unlock()
 	// The duplicate keeps the socket open; closing c only takes it out of the runtime.
 	_ = tc.Close()
 	return pc
@@ -189,6 +193,13 @@ func (p *connPoller) close() {
 	if p == nil {
 		return
 	}
+	p.closeConns()
+	_ = p.epfile.Close()
+	<-p.done
+}
+
+// closeConns stops adopting connections and closes those held.
+func (p *connPoller) closeConns() {
 	p.mu.Lock()
 	p.closed = true
 	open := make([]*pollConn, 0, len(p.conns))
@@ -199,8 +210,6 @@ func (p *connPoller) close() {
 	for _, c := range open {
 		_ = c.Close()
 	}
-	_ = p.epfile.Close()
-	<-p.done
 }
 
 // waitPoint is where one direction (read or write) of a connection waits for the
@@ -321,13 +330,13 @@ func (c *pollConn) wakeNow(w *waitPoint) {
 }
 
 func (c *pollConn) Read(b []byte) (int, error) {
-	if len(b) == 0 {
-		return 0, nil
-	}
 	if !c.acquire() {
 		return 0, c.opError("read", net.ErrClosed)
 	}
 	defer c.release()
+	if len(b) == 0 {
+		return 0, nil
+	}
 	if c.rdl.expired.Load() { // as net.Conn: a passed deadline fails even with data waiting
 		return 0, c.opError("read", os.ErrDeadlineExceeded)
 	}
@@ -401,20 +410,30 @@ func (c *pollConn) LocalAddr() net.Addr  { return c.local }
 func (c *pollConn) RemoteAddr() net.Addr { return c.remote }
 
 func (c *pollConn) SetDeadline(t time.Time) error {
-	c.rdl.set(t, func() { c.wakeNow(&c.r) })
-	c.wdl.set(t, func() { c.wakeNow(&c.w) })
-	return nil
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
 }
 
 func (c *pollConn) SetReadDeadline(t time.Time) error {
-	c.rdl.set(t, func() { c.wakeNow(&c.r) })
+	if c.closed() {
+		return c.opError("set", net.ErrClosed)
+	}
+	c.rdl.set(t, c.wakeReader)
 	return nil
 }
 
 func (c *pollConn) SetWriteDeadline(t time.Time) error {
-	c.wdl.set(t, func() { c.wakeNow(&c.w) })
+	if c.closed() {
+		return c.opError("set", net.ErrClosed)
+	}
+	c.wdl.set(t, c.wakeWriter)
 	return nil
 }
+
+func (c *pollConn) wakeReader() { c.wakeNow(&c.r) }
+func (c *pollConn) wakeWriter() { c.wakeNow(&c.w) }
 
 // opError is the error net.Conn's methods would give.
 func (c *pollConn) opError(op string, err error) error {
@@ -425,20 +444,20 @@ func (c *pollConn) opError(op string, err error) error {
 // called after, so a goroutine waiting at that moment returns.
 type deadline struct {
 	mu      sync.Mutex
-	seq     uint64 // which set the running timer belongs to
+	at      time.Time // zero: none
 	timer   *time.Timer
+	wake    func()
 	expired atomic.Bool
 }
 
 func (d *deadline) set(t time.Time, wake func()) {
 	d.mu.Lock()
-	d.seq++
-	if d.timer != nil {
-		d.timer.Stop()
-		d.timer = nil
-	}
+	d.at = t
 	d.expired.Store(false)
 	if t.IsZero() {
+		if d.timer != nil {
+			d.timer.Stop()
+		}
 		d.mu.Unlock()
 		return
 	}
@@ -449,27 +468,36 @@ func (d *deadline) set(t time.Time, wake func()) {
 		wake()
 		return
 	}
-	seq := d.seq
-	d.timer = time.AfterFunc(wait, func() {
-		d.mu.Lock()
-		current := d.seq == seq
-		if current {
-			d.expired.Store(true)
-		}
-		d.mu.Unlock()
-		if current {
-			wake()
-		}
-	})
+	if d.timer == nil {
+		d.wake = wake
+		d.timer = time.AfterFunc(wait, d.fire)
+	} else {
+		d.timer.Reset(wait)
+	}
 	d.mu.Unlock()
+}
+
+// fire runs when the timer does; a timer set for an earlier deadline since moved
+// finds the deadline not yet passed.
+func (d *deadline) fire() {
+	d.mu.Lock()
+	passed := !d.at.IsZero() && !time.Now().Before(d.at)
+	if passed {
+		d.expired.Store(true)
+	} else if !d.at.IsZero() {
+		d.timer.Reset(time.Until(d.at)) // a wall-clock deadline the clock has not reached
+	}
+	d.mu.Unlock()
+	if passed {
+		d.wake()
+	}
 }
 
 func (d *deadline) stop() {
 	d.mu.Lock()
-	d.seq++
+	d.at = time.Time{}
 	if d.timer != nil {
 		d.timer.Stop()
-		d.timer = nil
 	}
 	d.mu.Unlock()
 }

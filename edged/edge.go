@@ -150,9 +150,12 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 		CloseOnShutdown:              true,
 		Logger:                       fasthttpLogger{e.logger},
 	}
-	p, err := newConnPoller()
-	if err != nil {
-		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
+	var p *connPoller // nil: the runtime's poller
+	if e.cfg.ConnPoller != "go" {
+		var err error
+		if p, err = newConnPoller(); err != nil {
+			e.logger.Warn("connections wait in Go's poller instead of edged's", "err", err)
+		}
 	}
 	// Closes the connections that outlive the shutdown timeout.
 	defer p.close()
@@ -168,7 +171,7 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	stopped := make(chan struct{})
 	go tl.closeUnusedUntil(stopped, 50*time.Millisecond)
-	err = srv.ShutdownWithContext(sctx)
+	err := srv.ShutdownWithContext(sctx)
 	close(stopped)
 	<-errc
 	if err != nil {
