@@ -273,6 +273,66 @@ func testTrackedConnIO(t *testing.T, p *connPoller) {
 		}
 	})
 
+	t.Run("short read with the end queued", func(t *testing.T) {
+		server, client := pair(t)
+		if _, err := client.Write([]byte("last")); err != nil {
+			t.Fatal(err)
+		}
+		client.Close()
+		time.Sleep(20 * time.Millisecond) // data and FIN queued, their edges gone by
+		buf := make([]byte, 64)
+		if n, err := server.Read(buf); err != nil || string(buf[:n]) != "last" {
+			t.Fatalf("read = %q, %v", buf[:n], err)
+		}
+		errc := make(chan error, 1)
+		go func() {
+			_, err := server.Read(buf)
+			errc <- err
+		}()
+		select {
+		case err := <-errc:
+			if err != io.EOF {
+				t.Fatalf("read after the data = %v; want io.EOF", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("read after the data still waiting 5s later; want io.EOF at once")
+		}
+	})
+
+	t.Run("short read, then more data", func(t *testing.T) {
+		server, client := pair(t)
+		buf := make([]byte, 64)
+		if _, err := client.Write([]byte("ab")); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := server.Read(buf); err != nil || string(buf[:n]) != "ab" {
+			t.Fatalf("first read = %q, %v", buf[:n], err)
+		}
+		go func() {
+			time.Sleep(20 * time.Millisecond)
+			_, _ = client.Write([]byte("cd"))
+		}()
+		if n, err := server.Read(buf); err != nil || string(buf[:n]) != "cd" {
+			t.Fatalf("read after a short read = %q, %v; want \"cd\"", buf[:n], err)
+		}
+		// Data that came between two reads is read at once.
+		if _, err := client.Write([]byte("ef")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+		if n, err := server.Read(buf); err != nil || string(buf[:n]) != "ef" {
+			t.Fatalf("read of waiting data after a short read = %q, %v; want \"ef\"", buf[:n], err)
+		}
+		// A deadline still ends the wait.
+		if err := server.(*trackedConn).Conn.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		var ne net.Error
+		if _, err := server.Read(buf); !errors.As(err, &ne) || !ne.Timeout() {
+			t.Fatalf("read past the deadline after a short read: %v; want a timeout", err)
+		}
+	})
+
 	t.Run("close while writing", func(t *testing.T) {
 		server, _ := pair(t)
 		errc := make(chan error, 1)
