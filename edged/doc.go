@@ -45,6 +45,9 @@
 //     store fetch. A damaged store object is 502; a missing object or an unreachable store 503
 //     with Retry-After: 5.
 //
+// On Linux, public connections wait in an epoll instance of edged's own, which wakes
+// ready connections first in, first out (Config.ConnPoller; connpoll_linux.go says why).
+//
 // The edge never imports controld: it consumes the routes feed over HTTP with its own
 // types (feed.go describes the contract).
 package edged
