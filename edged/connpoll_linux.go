@@ -340,7 +340,9 @@ type pollConn struct {
 	// descriptor is released when both say so, so a read never runs on a reused fd.
 	refs atomic.Int64
 	r, w waitPoint
-	turn int // bytes written since the writer last waited or yielded (writer only)
+	// turn counts the bytes written since the writer last waited or yielded, or the
+	// reader last read (a new request starts a new turn: small responses never yield).
+	turn atomic.Int64
 	rdl  deadline
 	wdl  deadline
 }
@@ -418,6 +420,7 @@ func (c *pollConn) Read(b []byte) (int, error) {
 			if n == 0 {
 				return 0, io.EOF
 			}
+			c.turn.Store(0)
 			return int(n), nil
 		case syscall.EINTR:
 			continue
@@ -444,23 +447,23 @@ func (c *pollConn) Write(b []byte) (int, error) {
 	}
 	written := 0
 	for written < len(b) {
-		if c.turn >= writeTurn {
+		if c.turn.Load() >= writeTurn {
 			c.p.yield(&c.w)
 			if c.closed() {
 				return written, c.opError("write", net.ErrClosed)
 			}
-			c.turn = 0
+			c.turn.Store(0)
 		}
 		c.w.reset()
 		rest := b[written:]
-		if len(rest) > writeTurn-c.turn {
-			rest = rest[:writeTurn-c.turn]
+		if left := writeTurn - int(c.turn.Load()); len(rest) > left {
+			rest = rest[:left]
 		}
 		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
 		switch e {
 		case 0:
 			written += int(n)
-			c.turn += int(n)
+			c.turn.Add(int64(n))
 			continue
 		case syscall.EINTR:
 			continue
@@ -472,7 +475,7 @@ func (c *pollConn) Write(b []byte) (int, error) {
 			return written, err
 		}
 		c.w.park()
-		c.turn = 0 // waiting for buffer space was a turn given up
+		c.turn.Store(0) // waiting for buffer space was a turn given up
 	}
 	return written, nil
 }
