@@ -47,6 +47,8 @@ type connPoller struct {
 	events []unix.EpollEvent
 	woken  []*waitPoint
 	done   chan struct{}
+
+	closeOnce sync.Once
 }
 
 // newConnPoller starts a poller; close stops it.
@@ -229,10 +231,14 @@ func (p *connPoller) close() {
 	if p == nil {
 		return
 	}
-	p.closeConns()
-	_ = p.epfile.Close()
-	<-p.done
-	unix.Close(p.kickfd)
+	p.closeOnce.Do(func() {
+		p.closeConns()
+		_ = p.epfile.Close()
+		<-p.done
+		p.mu.Lock() // no yield is writing to kickfd
+		unix.Close(p.kickfd)
+		p.mu.Unlock()
+	})
 }
 
 // closeConns stops adopting connections and closes those held.
@@ -264,20 +270,25 @@ const writeTurn = 256 << 10
 
 // yield parks w's writer until the poller's next round, after the connections
 // ready by then.
+// A closed poller (its connections closed) returns at once.
 func (p *connPoller) yield(w *waitPoint) {
+	p.mu.Lock() // also keeps close from releasing kickfd under the write below
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
 	for {
 		s := w.state.Load()
 		if s != wpWaiting && w.state.CompareAndSwap(s, wpWaiting) {
 			break // an edge it held is not lost: the writer tries the socket next
 		}
 	}
-	p.mu.Lock()
 	p.yielders = append(p.yielders, w)
-	p.mu.Unlock()
 	if !p.kicked.Swap(true) {
 		one := uint64(1)
 		_, _, _ = syscall.RawSyscall(syscall.SYS_WRITE, uintptr(p.kickfd), uintptr(unsafe.Pointer(&one)), 8)
 	}
+	p.mu.Unlock()
 	<-w.wake
 }
 

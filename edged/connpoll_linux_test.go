@@ -11,6 +11,71 @@ import (
 	"time"
 )
 
+// testPoller starts a poller and a loopback listener; the test's end closes both.
+func testPoller(t *testing.T) (*connPoller, net.Listener) {
+	t.Helper()
+	p, err := newConnPoller()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.close)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return p, ln
+}
+
+// acceptPair dials ln and returns the accepted end (not yet adopted) and the client end.
+func acceptPair(t *testing.T, ln net.Listener) (server, client net.Conn) {
+	t.Helper()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	server, err = ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Close() })
+	return server, client
+}
+
+// adoptedPair is acceptPair with the accepted end adopted by p.
+func adoptedPair(t *testing.T, p *connPoller, ln net.Listener) (*pollConn, net.Conn) {
+	t.Helper()
+	s, c := acceptPair(t, ln)
+	pc, ok := p.adopt(s).(*pollConn)
+	if !ok {
+		t.Fatal("the poller did not adopt a TCP connection")
+	}
+	t.Cleanup(func() { pc.Close() })
+	return pc, c
+}
+
+// waitParked waits until w's goroutine is parked.
+func waitParked(t *testing.T, ws ...*waitPoint) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		parked := 0
+		for _, w := range ws {
+			if w.state.Load() == wpWaiting {
+				parked++
+			}
+		}
+		if parked == len(ws) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d goroutines parked after 5s", parked, len(ws))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(10 * time.Millisecond) // from the state change to the channel receive
+}
+
 // TestPollerWakesInArrivalOrder: connections that become readable while their
 // goroutines wait are served in the order their data arrived. (The runtime's own
 // poller runs such a batch last-first: this test fails against it.)
@@ -19,36 +84,12 @@ func TestPollerWakesInArrivalOrder(t *testing.T) {
 		t.Skip("the race detector shuffles the run queue on purpose; the order is tested without it")
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	p, err := newConnPoller()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-
+	p, ln := testPoller(t)
 	const n = 8
 	clients := make([]net.Conn, n)
 	servers := make([]*pollConn, n)
 	for i := range n {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		s, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		pc, ok := p.adopt(s).(*pollConn)
-		if !ok {
-			t.Fatal("the poller did not adopt a TCP connection")
-		}
-		defer pc.Close()
-		clients[i], servers[i] = c, pc
+		servers[i], clients[i] = adoptedPair(t, p, ln)
 	}
 
 	var (
@@ -66,23 +107,11 @@ func TestPollerWakesInArrivalOrder(t *testing.T) {
 			mu.Unlock()
 		})
 	}
-	// Wait until every reader is parked in the poller.
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		parked := 0
-		for _, s := range servers {
-			if s.r.state.Load() == wpWaiting {
-				parked++
-			}
-		}
-		if parked == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d readers parked after 5s", parked, n)
-		}
-		time.Sleep(time.Millisecond)
+	waits := make([]*waitPoint, n)
+	for i, s := range servers {
+		waits[i] = &s.r
 	}
-	time.Sleep(10 * time.Millisecond)
+	waitParked(t, waits...)
 
 	// All the writes happen before the poller runs: with one P, it runs only
 	// once this goroutine waits.
@@ -98,26 +127,10 @@ func TestPollerWakesInArrivalOrder(t *testing.T) {
 }
 
 // TestPollerClose: closing the poller closes the connections it still holds, so a
-// goroutine waiting on one returns.
+// goroutine waiting on one returns; after it, nothing is adopted and nothing yields.
 func TestPollerClose(t *testing.T) {
-	p, err := newConnPoller()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, ln := testPoller(t)
+	s, _ := acceptPair(t, ln)
 	pc := p.adopt(s)
 	errc := make(chan error, 1)
 	go func() {
@@ -134,18 +147,20 @@ func TestPollerClose(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("read still blocked 5s after the poller closed")
 	}
-	c2, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	s2, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2, _ := acceptPair(t, ln)
 	if got := p.adopt(s2); got != s2 {
 		t.Fatal("a closed poller adopted a connection")
+	}
+	yielded := make(chan struct{})
+	go func() {
+		w := waitPoint{wake: make(chan struct{}, 1)}
+		p.yield(&w)
+		close(yielded)
+	}()
+	select {
+	case <-yielded:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a yield on a closed poller still waiting 5s later")
 	}
 }
 
@@ -156,32 +171,9 @@ func TestYieldGoesAfterReady(t *testing.T) {
 		t.Skip("the race detector shuffles the run queue on purpose; the order is tested without it")
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
-	p, err := newConnPoller()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var conns [2]*pollConn
-	var clients [2]net.Conn
-	for i := range conns {
-		c, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		s, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns[i], clients[i] = p.adopt(s).(*pollConn), c
-		defer conns[i].Close()
-	}
-	writer, reader := conns[0], conns[1]
+	p, ln := testPoller(t)
+	writer, _ := adoptedPair(t, p, ln)
+	reader, readerClient := adoptedPair(t, p, ln)
 
 	var (
 		mu    sync.Mutex
@@ -195,14 +187,11 @@ func TestYieldGoesAfterReady(t *testing.T) {
 		}
 		record("reader")
 	})
-	for reader.r.state.Load() != wpWaiting {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(10 * time.Millisecond)
+	waitParked(t, &reader.r)
 
 	// The reader's data arrives first; then the writer yields. One poller round
 	// sees both, and the reader must go first.
-	if _, err := clients[1].Write([]byte("x")); err != nil {
+	if _, err := readerClient.Write([]byte("x")); err != nil {
 		t.Fatal(err)
 	}
 	wg.Go(func() {
@@ -218,27 +207,8 @@ func TestYieldGoesAfterReady(t *testing.T) {
 // TestWriteTurns: a write longer than writeTurn yields between turns and still
 // delivers every byte in order, also across several Write calls.
 func TestWriteTurns(t *testing.T) {
-	p, err := newConnPoller()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	s, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := p.adopt(s).(*pollConn)
-	defer server.Close()
+	p, ln := testPoller(t)
+	server, client := adoptedPair(t, p, ln)
 
 	data := make([]byte, 5*writeTurn+123)
 	for i := range data {
