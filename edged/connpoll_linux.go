@@ -177,12 +177,8 @@ func eventID(ev *unix.EpollEvent) uint64 {
 // adopt moves c's socket to the poller. When c is not TCP, or its socket cannot be
 // moved, it returns c unchanged.
 func (p *connPoller) adopt(c net.Conn) net.Conn {
-	tc, ok := c.(*net.TCPConn)
+	tc, rc, ok := tcpRawConn(c)
 	if !ok {
-		return c
-	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
 		return c
 	}
 	fd := -1

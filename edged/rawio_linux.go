@@ -32,14 +32,23 @@ type rawIO struct {
 	writeFn    func(uintptr) bool
 }
 
-// newRawIO returns the raw I/O of c, or nil when c is not a TCP connection.
-func newRawIO(c net.Conn) *rawIO {
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		return nil
+// tcpRawConn returns c as a TCP connection with its raw connection; ok is false for
+// any other connection.
+func tcpRawConn(c net.Conn) (tc *net.TCPConn, rc syscall.RawConn, ok bool) {
+	if tc, ok = c.(*net.TCPConn); !ok {
+		return nil, nil, false
 	}
 	rc, err := tc.SyscallConn()
 	if err != nil {
+		return nil, nil, false
+	}
+	return tc, rc, true
+}
+
+// newRawIO returns the raw I/O of c, or nil when c is not a TCP connection.
+func newRawIO(c net.Conn) *rawIO {
+	_, rc, ok := tcpRawConn(c)
+	if !ok {
 		return nil
 	}
 	r := &rawIO{rc: rc, local: c.LocalAddr(), remote: c.RemoteAddr()}
