@@ -190,6 +190,8 @@ func (p *connPoller) adopt(c net.Conn) net.Conn {
 	pc := &pollConn{p: p, fd: fd, local: c.LocalAddr(), remote: c.RemoteAddr()}
 	pc.r.wake = make(chan struct{}, 1)
 	pc.w.wake = make(chan struct{}, 1)
+	pc.rdl.wake = func() { pc.wakeNow(&pc.r) }
+	pc.wdl.wake = func() { pc.wakeNow(&pc.w) }
 	// Under mu, so that close cannot release epfd in between.
 	p.mu.Lock()
 	if p.closed {
@@ -265,8 +267,7 @@ func (p *connPoller) closeConns() {
 const writeTurn = 256 << 10
 
 // yield parks w's writer until the poller's next round, after the connections
-// ready by then.
-// A closed poller (its connections closed) returns at once.
+// ready by then. On a closed poller (its connections closed) it returns at once.
 func (p *connPoller) yield(w *waitPoint) {
 	p.mu.Lock() // also keeps close from releasing kickfd under the write below
 	if p.closed {
@@ -392,8 +393,8 @@ func (c *pollConn) Close() error {
 			break
 		}
 	}
-	c.rdl.stop()
-	c.wdl.stop()
+	c.rdl.set(time.Time{})
+	c.wdl.set(time.Time{})
 	c.wakeNow(&c.r)
 	c.wakeNow(&c.w)
 	return nil
@@ -512,7 +513,7 @@ func (c *pollConn) SetReadDeadline(t time.Time) error {
 	if c.closed() {
 		return c.opError("set", net.ErrClosed)
 	}
-	c.rdl.set(t, c.wakeReader)
+	c.rdl.set(t)
 	return nil
 }
 
@@ -520,20 +521,17 @@ func (c *pollConn) SetWriteDeadline(t time.Time) error {
 	if c.closed() {
 		return c.opError("set", net.ErrClosed)
 	}
-	c.wdl.set(t, c.wakeWriter)
+	c.wdl.set(t)
 	return nil
 }
-
-func (c *pollConn) wakeReader() { c.wakeNow(&c.r) }
-func (c *pollConn) wakeWriter() { c.wakeNow(&c.w) }
 
 // opError is the error net.Conn's methods would give.
 func (c *pollConn) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: "tcp", Source: c.local, Addr: c.remote, Err: err}
 }
 
-// deadline is one direction's deadline: expired is set when it passes, and wake is
-// called after, so a goroutine waiting at that moment returns.
+// deadline is one direction's deadline: expired is set when it passes, and wake (set
+// once, by adopt) is called after, so a goroutine waiting at that moment returns.
 type deadline struct {
 	mu      sync.Mutex
 	at      time.Time // zero: none
@@ -542,7 +540,8 @@ type deadline struct {
 	expired atomic.Bool
 }
 
-func (d *deadline) set(t time.Time, wake func()) {
+// set moves the deadline to t; the zero time removes it.
+func (d *deadline) set(t time.Time) {
 	d.mu.Lock()
 	d.at = t
 	d.expired.Store(false)
@@ -557,11 +556,10 @@ func (d *deadline) set(t time.Time, wake func()) {
 	if wait <= 0 {
 		d.expired.Store(true)
 		d.mu.Unlock()
-		wake()
+		d.wake()
 		return
 	}
 	if d.timer == nil {
-		d.wake = wake
 		d.timer = time.AfterFunc(wait, d.fire)
 	} else {
 		d.timer.Reset(wait)
@@ -583,13 +581,4 @@ func (d *deadline) fire() {
 	if passed {
 		d.wake()
 	}
-}
-
-func (d *deadline) stop() {
-	d.mu.Lock()
-	d.at = time.Time{}
-	if d.timer != nil {
-		d.timer.Stop()
-	}
-	d.mu.Unlock()
 }

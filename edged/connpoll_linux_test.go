@@ -132,36 +132,22 @@ func TestPollerClose(t *testing.T) {
 	p, ln := testPoller(t)
 	s, _ := acceptPair(t, ln)
 	pc := p.adopt(s)
-	errc := make(chan error, 1)
-	go func() {
+	err := errAfter(t, "read after the poller closed", 20*time.Millisecond, p.close, func() error {
 		_, err := pc.Read(make([]byte, 8))
-		errc <- err
-	}()
-	time.Sleep(20 * time.Millisecond)
-	p.close()
-	select {
-	case err := <-errc:
-		if err == nil {
-			t.Fatal("read on a connection of a closed poller succeeded")
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("read still blocked 5s after the poller closed")
+		return err
+	})
+	if err == nil {
+		t.Fatal("read on a connection of a closed poller succeeded")
 	}
 	s2, _ := acceptPair(t, ln)
 	if got := p.adopt(s2); got != s2 {
 		t.Fatal("a closed poller adopted a connection")
 	}
-	yielded := make(chan struct{})
-	go func() {
+	errAfter(t, "yield on a closed poller", 0, nil, func() error {
 		w := waitPoint{wake: make(chan struct{}, 1)}
 		p.yield(&w)
-		close(yielded)
-	}()
-	select {
-	case <-yielded:
-	case <-time.After(5 * time.Second):
-		t.Fatal("a yield on a closed poller still waiting 5s later")
-	}
+		return nil
+	})
 }
 
 // TestYieldGoesAfterReady: a writer that took its turn (writeTurn) runs again only

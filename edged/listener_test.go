@@ -187,20 +187,12 @@ func testTrackedConnIO(t *testing.T, p *connPoller) {
 
 	t.Run("close while reading", func(t *testing.T) {
 		server, _ := pair(t)
-		errc := make(chan error, 1)
-		go func() {
+		err := errAfter(t, "read after Close", 20*time.Millisecond, func() { server.Close() }, func() error {
 			_, err := server.Read(make([]byte, 8))
-			errc <- err
-		}()
-		time.Sleep(20 * time.Millisecond)
-		server.Close()
-		select {
-		case err := <-errc:
-			if !errors.Is(err, net.ErrClosed) {
-				t.Fatalf("read on a closed connection: %v; want net.ErrClosed", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("read still blocked 5s after Close")
+			return err
+		})
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("read on a closed connection: %v; want net.ErrClosed", err)
 		}
 	})
 
@@ -284,18 +276,12 @@ func testTrackedConnIO(t *testing.T, p *connPoller) {
 		if n, err := server.Read(buf); err != nil || string(buf[:n]) != "last" {
 			t.Fatalf("read = %q, %v", buf[:n], err)
 		}
-		errc := make(chan error, 1)
-		go func() {
+		err := errAfter(t, "read after the data", 0, nil, func() error {
 			_, err := server.Read(buf)
-			errc <- err
-		}()
-		select {
-		case err := <-errc:
-			if err != io.EOF {
-				t.Fatalf("read after the data = %v; want io.EOF", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("read after the data still waiting 5s later; want io.EOF at once")
+			return err
+		})
+		if err != io.EOF {
+			t.Fatalf("read after the data = %v; want io.EOF", err)
 		}
 	})
 
@@ -335,20 +321,12 @@ func testTrackedConnIO(t *testing.T, p *connPoller) {
 
 	t.Run("close while writing", func(t *testing.T) {
 		server, _ := pair(t)
-		errc := make(chan error, 1)
-		go func() {
+		err := errAfter(t, "write after Close", 50*time.Millisecond, func() { server.Close() }, func() error {
 			_, err := server.Write(make([]byte, 64<<20))
-			errc <- err
-		}()
-		time.Sleep(50 * time.Millisecond)
-		server.Close()
-		select {
-		case err := <-errc:
-			if !errors.Is(err, net.ErrClosed) {
-				t.Fatalf("write on a closed connection: %v; want net.ErrClosed", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("write still blocked 5s after Close")
+			return err
+		})
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("write on a closed connection: %v; want net.ErrClosed", err)
 		}
 	})
 
@@ -368,4 +346,23 @@ func testTrackedConnIO(t *testing.T, p *connPoller) {
 			t.Fatalf("second Close: %v; want net.ErrClosed", err)
 		}
 	})
+}
+
+// errAfter runs op in a goroutine, waits settle, calls then (if any) and returns op's
+// error. It fails the test if op has not returned 5s after that; what names the wait.
+func errAfter(t *testing.T, what string, settle time.Duration, then func(), op func() error) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- op() }()
+	time.Sleep(settle)
+	if then != nil {
+		then()
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: still waiting 5s later", what)
+		return nil
+	}
 }
