@@ -129,6 +129,9 @@ func (p *connPoller) poll(epfd uintptr) bool {
 			if c == nil {
 				continue // closed since the event was queued
 			}
+			if ev.Events&(unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 {
+				c.hup.Store(true) // before the wake-up, which Read may then skip
+			}
 			if ev.Events&(unix.EPOLLIN|unix.EPOLLRDHUP|unix.EPOLLHUP|unix.EPOLLERR) != 0 && c.r.notify() {
 				p.woken = append(p.woken, &c.r)
 			}
@@ -351,8 +354,14 @@ type pollConn struct {
 	// turn counts the bytes written since the writer last waited or yielded, or the
 	// reader last read (a new request starts a new turn: small responses never yield).
 	turn atomic.Int64
-	rdl  deadline
-	wdl  deadline
+	// drained says the last read was short: it left the socket empty, so Read waits
+	// for the next edge instead of asking again (reader goroutine only). hup, set by
+	// the poller, says the peer has closed or the socket failed; then Read always asks,
+	// since that edge may have come before the short read and no other will follow.
+	drained bool
+	hup     atomic.Bool
+	rdl     deadline
+	wdl     deadline
 }
 
 const closedBit = 1 << 62
@@ -421,6 +430,18 @@ func (c *pollConn) Read(b []byte) (int, error) {
 		return 0, c.opError("read", os.ErrDeadlineExceeded)
 	}
 	for {
+		// After a short read, a read now would most likely fail with EAGAIN: a
+		// keep-alive client sends its next request only after this response. Every
+		// byte that arrived since that read has sent an edge, so wait for one, as
+		// nginx does. The reset before that read stays in force: an edge since then
+		// ends the park at once.
+		if c.drained && !c.hup.Load() {
+			c.drained = false
+			if err := c.waitErr("read", &c.rdl); err != nil {
+				return 0, err
+			}
+			c.r.park()
+		}
 		c.r.reset()
 		n, _, e := syscall.RawSyscall(syscall.SYS_READ, uintptr(c.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 		switch e {
@@ -428,6 +449,7 @@ func (c *pollConn) Read(b []byte) (int, error) {
 			if n == 0 {
 				return 0, io.EOF
 			}
+			c.drained = int(n) < len(b)
 			c.turn.Store(0)
 			return int(n), nil
 		case syscall.EINTR:
