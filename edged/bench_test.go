@@ -34,8 +34,14 @@ import (
 //
 //	go test ./edged -run '^$' -bench VsNginx -benchtime 1x
 //
-// On a shared machine, ARMOR_BENCH_ROUNDS=3 alternates the servers three times per
-// object and keeps each one's best run.
+// On a shared VM, the speed of both servers drifts by tens of percent within a minute,
+// so one run of each says little. ARMOR_BENCH_ROUNDS=N measures each object in N
+// rounds: a round runs both servers back to back, in alternating order, so the drift
+// hits both about alike. The benchmark reports each server's median req/s and p99, and
+// the median and range of the N paired ratios; ARMOR_BENCH_DURATION (a wrk duration,
+// default 5s) sets each run's length. For example, 10 rounds of 2 s:
+//
+//	ARMOR_BENCH_ROUNDS=10 ARMOR_BENCH_DURATION=2s go test ./edged -run '^$' -bench VsNginx -benchtime 1x -v
 //
 // Client and server each get a core of their own: the server under test is pinned to
 // CPU 0 (nginx with one worker, edged with GOMAXPROCS=1) and wrk to CPU 1. Unpinned,
@@ -176,25 +182,38 @@ func BenchmarkVsNginx(b *testing.B) {
 	if n, err := strconv.Atoi(os.Getenv("ARMOR_BENCH_ROUNDS")); err == nil && n > 1 {
 		rounds = n
 	}
-	for _, bp := range benchPaths {
-		var ng, ed wrkResult
-		for range rounds {
-			ng = ng.best(runWrk(b, clientCPU, nginxAddr, hostA, "/"+bp.path))
-			prev := runtime.GOMAXPROCS(procs)
-			unpin := func() {}
-			if pin {
-				unpin = pinProcess(b, 0)
-			}
-			ed = ed.best(runWrk(b, clientCPU, edge.addr, hostA, "/"+bp.path))
-			unpin()
-			runtime.GOMAXPROCS(prev)
+	duration := "5s"
+	if d := os.Getenv("ARMOR_BENCH_DURATION"); d != "" {
+		duration = d
+	}
+	runEdged := func(path string) wrkResult {
+		prev := runtime.GOMAXPROCS(procs)
+		defer runtime.GOMAXPROCS(prev)
+		if pin {
+			defer pinProcess(b, 0)()
 		}
-		b.ReportMetric(ng.rps, bp.name+"-nginx-req/s")
-		b.ReportMetric(ed.rps, bp.name+"-edged-req/s")
-		b.ReportMetric(ng.p99.Seconds()*1e6, bp.name+"-nginx-p99-µs")
-		b.ReportMetric(ed.p99.Seconds()*1e6, bp.name+"-edged-p99-µs")
-		b.Logf("%-18s nginx %9.0f req/s p99 %8s | edged %9.0f req/s p99 %8s | edged/nginx %.2f× (%d procs, pinned %t)",
-			bp.name, ng.rps, ng.p99, ed.rps, ed.p99, ed.rps/ng.rps, procs, pin)
+		return runWrk(b, clientCPU, edge.addr, hostA, path, duration)
+	}
+	for _, bp := range benchPaths {
+		var ng, ed []wrkResult
+		for i := range rounds {
+			if i%2 == 0 {
+				ng = append(ng, runWrk(b, clientCPU, nginxAddr, hostA, "/"+bp.path, duration))
+				ed = append(ed, runEdged("/"+bp.path))
+			} else {
+				ed = append(ed, runEdged("/"+bp.path))
+				ng = append(ng, runWrk(b, clientCPU, nginxAddr, hostA, "/"+bp.path, duration))
+			}
+		}
+		c := comparePaired(ng, ed)
+		b.ReportMetric(c.nginx.rps, bp.name+"-nginx-req/s")
+		b.ReportMetric(c.edged.rps, bp.name+"-edged-req/s")
+		b.ReportMetric(c.nginx.p99.Seconds()*1e6, bp.name+"-nginx-p99-µs")
+		b.ReportMetric(c.edged.p99.Seconds()*1e6, bp.name+"-edged-p99-µs")
+		b.ReportMetric(c.ratio, bp.name+"-edged/nginx")
+		b.Logf("%-18s nginx %9.0f req/s p99 %8s | edged %9.0f req/s p99 %8s | edged/nginx %.2f× (%.2f–%.2f), p99 no worse in %d of %d (%d procs, pinned %t)",
+			bp.name, c.nginx.rps, c.nginx.p99, c.edged.rps, c.edged.p99, c.ratio, c.minRatio, c.maxRatio,
+			c.p99NoWorse, rounds, procs, pin)
 	}
 	rps, mbps := coldMisses(b, rc)
 	b.ReportMetric(rps, "cold-miss-req/s")
@@ -267,13 +286,41 @@ type wrkResult struct {
 	p99 time.Duration
 }
 
-// best keeps the highest req/s and the lowest p99 of two runs: on a shared machine the
-// best run is the one least disturbed by other load.
-func (r wrkResult) best(o wrkResult) wrkResult {
-	if r.rps == 0 {
-		return o
+// paired sums up rounds of the two servers measured back to back: each one's median
+// req/s and p99, the median and range of the rounds' edged/nginx req/s, and in how
+// many rounds edged's p99 was no worse than nginx's.
+type paired struct {
+	nginx, edged              wrkResult
+	ratio, minRatio, maxRatio float64
+	p99NoWorse                int
+}
+
+func comparePaired(ng, ed []wrkResult) paired {
+	var c paired
+	var ratios, ngRPS, edRPS []float64
+	var ngP99, edP99 []time.Duration
+	for i := range ng {
+		ratios = append(ratios, ed[i].rps/ng[i].rps)
+		ngRPS, edRPS = append(ngRPS, ng[i].rps), append(edRPS, ed[i].rps)
+		ngP99, edP99 = append(ngP99, ng[i].p99), append(edP99, ed[i].p99)
+		if ed[i].p99 <= ng[i].p99 {
+			c.p99NoWorse++
+		}
 	}
-	return wrkResult{max(r.rps, o.rps), min(r.p99, o.p99)}
+	c.nginx = wrkResult{median(ngRPS), median(ngP99)}
+	c.edged = wrkResult{median(edRPS), median(edP99)}
+	c.ratio, c.minRatio, c.maxRatio = median(ratios), slices.Min(ratios), slices.Max(ratios)
+	return c
+}
+
+// median of a non-empty slice; the mean of the middle two when it has an even length.
+func median[T float64 | time.Duration](xs []T) T {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 var (
@@ -281,11 +328,11 @@ var (
 	wrkP99 = regexp.MustCompile(`\s99%\s+([0-9.]+)(us|ms|s)`)
 )
 
-// runWrk runs wrk -t1 -c32 -d5s --latency against one URL, under the command prefix
-// cpu (taskset, or none).
-func runWrk(b *testing.B, cpu []string, addr, host, path string) wrkResult {
+// runWrk runs wrk -t1 -c32 --latency for duration against one URL, under the command
+// prefix cpu (taskset, or none).
+func runWrk(b *testing.B, cpu []string, addr, host, path, duration string) wrkResult {
 	b.Helper()
-	args := slices.Concat(cpu, []string{"wrk", "-t1", "-c32", "-d5s", "--latency", "-H", "Host: " + host, "http://" + addr + path})
+	args := slices.Concat(cpu, []string{"wrk", "-t1", "-c32", "-d" + duration, "--latency", "-H", "Host: " + host, "http://" + addr + path})
 	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 	if err != nil {
 		b.Fatalf("wrk: %v\n%s", err, out)
