@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -220,4 +223,70 @@ func TestWriteTurns(t *testing.T) {
 	if !bytes.Equal(got, data) {
 		t.Fatal("bytes written in turns arrived changed")
 	}
+}
+
+// TestReadWaitsAfterShortRead: after a read that left the socket empty, the next Read
+// waits for the socket's next edge instead of first asking the kernel, which would
+// answer EAGAIN: one read system call per request, not two. The calls are counted in
+// this thread's syscr (/proc/thread-self/io); the goroutine is locked to its thread,
+// which sleeps while it waits.
+func TestReadWaitsAfterShortRead(t *testing.T) {
+	p, ln := testPoller(t)
+	pc, client := adoptedPair(t, p, ln)
+	if err := pc.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	buf := make([]byte, 64)
+	if _, err := client.Write([]byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	// Once the poller has seen the first edge: were it seen after the read, it would
+	// end the wait below at once, and Read would rightly ask the kernel again.
+	for end := time.Now().Add(5 * time.Second); pc.r.state.Load() != wpReady; {
+		if time.Now().After(end) {
+			t.Fatal("the poller did not see the first bytes within 5s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if n, err := io.ReadAtLeast(pc, buf, len("first")); err != nil || n != len("first") {
+		t.Fatalf("first read: %d bytes, %v", n, err)
+	}
+	go func() { // once Read waits (or has given up waiting for it), the next request
+		for end := time.Now().Add(5 * time.Second); pc.r.state.Load() != wpWaiting && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+		client.Write([]byte("second"))
+	}()
+	cost := -threadReads(t) + threadReads(t) // what one count costs
+	before := threadReads(t)
+	n, err := pc.Read(buf)
+	reads := threadReads(t) - before - cost
+	if err != nil || string(buf[:n]) != "second" {
+		t.Fatalf("second read: %q, %v", buf[:n], err)
+	}
+	if reads != 1 {
+		t.Errorf("the read after a short read made %d read system calls, want 1", reads)
+	}
+}
+
+// threadReads is the number of read system calls this thread has made.
+func threadReads(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/thread-self/io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "syscr: "); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no syscr in /proc/thread-self/io:\n%s", b)
+	return 0
 }
