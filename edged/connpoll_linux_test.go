@@ -58,23 +58,31 @@ func adoptedPair(t *testing.T, p *connPoller, ln net.Listener) (*pollConn, net.C
 	return pc, c
 }
 
-// waitParked waits until w's goroutine is parked.
+// reaches reports whether w reaches state within timeout. It does not fail the test,
+// so goroutines other than the test's may call it.
+func reaches(w *waitPoint, state int32, timeout time.Duration) bool {
+	for end := time.Now().Add(timeout); w.state.Load() != state; time.Sleep(time.Millisecond) {
+		if time.Now().After(end) {
+			return false
+		}
+	}
+	return true
+}
+
+// waitParked waits until the goroutines of ws are parked.
 func waitParked(t *testing.T, ws ...*waitPoint) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		parked := 0
-		for _, w := range ws {
-			if w.state.Load() == wpWaiting {
-				parked++
+	end := time.Now().Add(5 * time.Second)
+	for _, w := range ws {
+		if !reaches(w, wpWaiting, time.Until(end)) {
+			parked := 0
+			for _, w := range ws {
+				if w.state.Load() == wpWaiting {
+					parked++
+				}
 			}
-		}
-		if parked == len(ws) {
-			break
-		}
-		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d goroutines parked after 5s", parked, len(ws))
 		}
-		time.Sleep(time.Millisecond)
 	}
 	time.Sleep(10 * time.Millisecond) // from the state change to the channel receive
 }
@@ -244,19 +252,14 @@ func TestReadWaitsAfterShortRead(t *testing.T) {
 	}
 	// Once the poller has seen the first edge: were it seen after the read, it would
 	// end the wait below at once, and Read would rightly ask the kernel again.
-	for end := time.Now().Add(5 * time.Second); pc.r.state.Load() != wpReady; {
-		if time.Now().After(end) {
-			t.Fatal("the poller did not see the first bytes within 5s")
-		}
-		time.Sleep(time.Millisecond)
+	if !reaches(&pc.r, wpReady, 5*time.Second) {
+		t.Fatal("the poller did not see the first bytes within 5s")
 	}
 	if n, err := io.ReadAtLeast(pc, buf, len("first")); err != nil || n != len("first") {
 		t.Fatalf("first read: %d bytes, %v", n, err)
 	}
 	go func() { // once Read waits (or has given up waiting for it), the next request
-		for end := time.Now().Add(5 * time.Second); pc.r.state.Load() != wpWaiting && time.Now().Before(end); {
-			time.Sleep(time.Millisecond)
-		}
+		reaches(&pc.r, wpWaiting, 5*time.Second)
 		client.Write([]byte("second"))
 	}()
 	cost := -threadReads(t) + threadReads(t) // what one count costs
