@@ -259,15 +259,23 @@ func (p *connPoller) closeConns() {
 // writeTurn is how much a connection writes before the connections that became
 // ready meanwhile go first (as nginx's sendfile_max_chunk, smaller).
 //
-// Why: without turns a writer goes on until its socket buffer is full, and TCP
+// Why turns: without them a writer goes on until its socket buffer is full, and TCP
 // autotuning gives some connections much smaller buffers than others. Under load
 // each wait for buffer space costs a whole round of the other connections, and in
 // that round each of them writes a whole large response; so the connections with
 // small buffers got a small share, and their requests made the latency tail (2.7 MB
-// Packages.gz under wrk -c32: median 10 ms, p99 75 ms, max 314 ms). In turns of
-// 256 KiB every connection gets about the same share: median 21 ms, p99 27-62 ms,
-// against nginx's 73-87 ms, at 2.2-2.3x nginx's req/s.
-const writeTurn = 256 << 10
+// Packages.gz under wrk -c32: median 10 ms, p99 75 ms, max 314 ms).
+//
+// Why 56 KiB: a turn should reach the client as one segment, and the kernel builds
+// segments of at most 64 KiB (loopback's MSS is 65483; TSO and GSO stop at 64 KiB
+// too). Larger turns arrive as bursts that fill the receive buffers of a busy client:
+// with 256 KiB turns, wrk's windows closed 270 to 2,000 times in 3 s, the sender's
+// loss probes then retransmitted data that had arrived, and a few responses stalled
+// for 100 to 360 ms (p99.9 up to 340 ms). 64 KiB turns end in a 53-byte runt segment
+// and measured 16% fewer req/s than 56 KiB; 32 KiB and less cost more in turns than
+// they gain. In 56 KiB turns (6 interleaved runs of each): 12% more req/s than 256
+// KiB, p99 23-30 ms against 36-128 ms, p99.9 25-49 ms against 39-181 ms.
+const writeTurn = 56 << 10
 
 // yield parks w's writer until the poller's next round, after the connections
 // ready by then. On a closed poller (its connections closed) it returns at once.
