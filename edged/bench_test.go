@@ -33,7 +33,7 @@ import (
 //	go test ./edged -run '^$' -bench 'Handler' -benchmem
 //
 // BenchmarkVsNginx compares edged with nginx serving the same tree, each measured
-// with wrk -t1 -c32 -d5s --latency (about 40 s in all; it needs nginx and wrk, see
+// with wrk -t1 -c32 -d5s (about 40 s in all; it needs nginx and wrk, see
 // .ci/install-deps):
 //
 //	go test ./edged -run '^$' -bench VsNginx -benchtime 1x
@@ -225,9 +225,9 @@ func BenchmarkVsNginx(b *testing.B) {
 			bp.name, c.nginx.rps, c.nginx.p99, c.edged.rps, c.edged.p99, c.ratio, c.minRatio, c.maxRatio,
 			c.p99NoWorse, rounds, procs, pin)
 		if rounds > 1 {
-			b.ReportMetric(c.pooledNginx.Seconds()*1e6, bp.name+"-nginx-pooled-p99-µs")
-			b.ReportMetric(c.pooledEdged.Seconds()*1e6, bp.name+"-edged-pooled-p99-µs")
-			b.Logf("%-18s p99 of all %d rounds' requests pooled: nginx %s, edged %s", "", rounds, c.pooledNginx, c.pooledEdged)
+			b.ReportMetric(c.nginx.pooledP99.Seconds()*1e6, bp.name+"-nginx-pooled-p99-µs")
+			b.ReportMetric(c.edged.pooledP99.Seconds()*1e6, bp.name+"-edged-pooled-p99-µs")
+			b.Logf("%-18s p99 of all %d rounds' requests pooled: nginx %s, edged %s", "", rounds, c.nginx.pooledP99, c.edged.pooledP99)
 		}
 	}
 	rps, mbps := coldMisses(b, rc)
@@ -296,17 +296,16 @@ http {
 	}
 }
 
-// wrkResult is one wrk run: its req/s, its p99, and its whole latency histogram.
+// wrkResult is one wrk run: its req/s and its latency histogram.
 type wrkResult struct {
 	rps  float64
-	p99  time.Duration
 	hist latencyHistogram
 }
 
-// paired sums up rounds of the two servers measured back to back: each one's median
-// req/s and p99, the median and range of the rounds' edged/nginx req/s, in how many
-// rounds edged's p99 was no worse than nginx's, and each server's p99 over the
-// requests of all its rounds pooled.
+// paired sums up rounds of the two servers measured back to back: for each server its
+// median req/s, its median p99 and its p99 over the requests of all its rounds pooled;
+// the median and range of the rounds' edged/nginx req/s; and in how many rounds
+// edged's p99 was no worse than nginx's.
 //
 // A round's p99 is set by its slowest 1% of requests, and on a shared VM those are
 // mostly the ones that met a stall of the machine; a 2 s round holds a few of them,
@@ -314,32 +313,40 @@ type wrkResult struct {
 // the p99 of every request each server answered while the two took turns: the same
 // figure one long run would give, with the machine's drift shared alike.
 type paired struct {
-	nginx, edged              wrkResult
+	nginx, edged              summary
 	ratio, minRatio, maxRatio float64
 	p99NoWorse                int
-	pooledNginx, pooledEdged  time.Duration
+}
+
+type summary struct {
+	rps            float64
+	p99, pooledP99 time.Duration
 }
 
 func comparePaired(ng, ed []wrkResult) paired {
 	var c paired
-	var ratios, ngRPS, edRPS []float64
-	var ngP99, edP99 []time.Duration
-	ngAll, edAll := latencyHistogram{}, latencyHistogram{}
+	var ratios []float64
 	for i := range ng {
 		ratios = append(ratios, ed[i].rps/ng[i].rps)
-		ngRPS, edRPS = append(ngRPS, ng[i].rps), append(edRPS, ed[i].rps)
-		ngP99, edP99 = append(ngP99, ng[i].p99), append(edP99, ed[i].p99)
-		if ed[i].p99 <= ng[i].p99 {
+		if ed[i].hist.percentile(99) <= ng[i].hist.percentile(99) {
 			c.p99NoWorse++
 		}
-		ngAll.add(ng[i].hist)
-		edAll.add(ed[i].hist)
 	}
-	c.nginx = wrkResult{rps: median(ngRPS), p99: median(ngP99)}
-	c.edged = wrkResult{rps: median(edRPS), p99: median(edP99)}
+	c.nginx, c.edged = summarize(ng), summarize(ed)
 	c.ratio, c.minRatio, c.maxRatio = median(ratios), slices.Min(ratios), slices.Max(ratios)
-	c.pooledNginx, c.pooledEdged = ngAll.percentile(99), edAll.percentile(99)
 	return c
+}
+
+func summarize(runs []wrkResult) summary {
+	var rps []float64
+	var p99 []time.Duration
+	all := latencyHistogram{}
+	for _, r := range runs {
+		rps = append(rps, r.rps)
+		p99 = append(p99, r.hist.percentile(99))
+		all.add(r.hist)
+	}
+	return summary{rps: median(rps), p99: median(p99), pooledP99: all.percentile(99)}
 }
 
 // latencyHistogram counts requests by latency in whole microseconds, as wrk records
@@ -417,12 +424,9 @@ func median[T float64 | time.Duration](xs []T) T {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-var (
-	wrkRPS = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
-	wrkP99 = regexp.MustCompile(`\s99%\s+([0-9.]+)(us|ms|s)`)
-)
+var wrkRPS = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
 
-// wrkRunner runs wrk -t1 -c32 --latency for duration under the command prefix cpu
+// wrkRunner runs wrk -t1 -c32 for duration under the command prefix cpu
 // (taskset, or none), with script printing the latency histogram.
 type wrkRunner struct {
 	cpu                    []string
@@ -431,7 +435,7 @@ type wrkRunner struct {
 
 func (w wrkRunner) run(b *testing.B, addr, path string) wrkResult {
 	b.Helper()
-	args := slices.Concat(w.cpu, []string{"wrk", "-t1", "-c32", "-d" + w.duration, "--latency",
+	args := slices.Concat(w.cpu, []string{"wrk", "-t1", "-c32", "-d" + w.duration,
 		"-s", w.script, "-H", "Host: " + w.host, "http://" + addr + path})
 	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 	if err != nil {
@@ -441,15 +445,11 @@ func (w wrkRunner) run(b *testing.B, addr, path string) wrkResult {
 		b.Fatalf("wrk saw errors against %s%s:\n%s", addr, path, out)
 	}
 	rps := wrkRPS.FindSubmatch(out)
-	p99 := wrkP99.FindSubmatch(out)
-	if rps == nil || p99 == nil {
+	if rps == nil {
 		b.Fatalf("cannot read wrk output:\n%s", out)
 	}
 	var r wrkResult
 	r.rps, _ = strconv.ParseFloat(string(rps[1]), 64)
-	v, _ := strconv.ParseFloat(string(p99[1]), 64)
-	unit := map[string]time.Duration{"us": time.Microsecond, "ms": time.Millisecond, "s": time.Second}[string(p99[2])]
-	r.p99 = time.Duration(v * float64(unit))
 	if r.hist, err = parseLatencyHistogram(out); err != nil {
 		b.Fatalf("wrk's latency histogram: %v\n%s", err, out)
 	}
