@@ -59,6 +59,21 @@ var _ Store = (*Rclone)(nil)
 // The default build carries the local and s3 backends; build with -tags allbackends for
 // all of rclone's. Opening does not contact the remote; the first request does.
 func OpenRclone(ctx context.Context, remote string) (*Rclone, error) {
+	return OpenRcloneWith(ctx, remote, RcloneOptions{})
+}
+
+// RcloneOptions adjusts OpenRcloneWith; the zero value is OpenRclone's default.
+type RcloneOptions struct {
+	// Attempts is how many times rclone tries a request before returning its error
+	// (0: 3). rclone applies it twice over, in the backend's SDK and again in its own
+	// pacer, each with backoff: against an S3 endpoint that refused connections, a read
+	// failed after about 21 s with 3, 7 s with 2 and at once with 1. A caller that
+	// retries on its own terms (WithRetry) and must answer quickly wants 1.
+	Attempts int
+}
+
+// OpenRcloneWith is OpenRclone with options.
+func OpenRcloneWith(ctx context.Context, remote string, opts RcloneOptions) (*Rclone, error) {
 	quietRclone()
 	parsed, err := fspath.Parse(remote)
 	if err != nil {
@@ -74,6 +89,9 @@ func OpenRclone(ctx context.Context, remote string) (*Rclone, error) {
 	ci.ConnectTimeout = fs.Duration(rcloneConnectTimeout)
 	ci.Timeout = fs.Duration(rcloneIdleTimeout)
 	ci.LowLevelRetries = rcloneRetries
+	if opts.Attempts > 0 {
+		ci.LowLevelRetries = opts.Attempts
+	}
 	// The root is a directory: a trailing slash tells bucket-based backends so, and
 	// spares them a request checking whether it is a file.
 	root := remote

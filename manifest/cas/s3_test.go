@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/armor-apt/armor/manifest/cas"
@@ -56,4 +58,42 @@ func TestRcloneS3Multipart(t *testing.T) {
 		t.Fatalf("multipart Put of mismatching content = %v, %v; want ErrDigestMismatch", created, err)
 	}
 	storetest.AssertAbsent(t, s, wrong.Sum)
+}
+
+// TestRcloneAttempts: RcloneOptions.Attempts bounds how often rclone tries a request.
+// The endpoint accepts each connection and closes it at once, a fault rclone takes for
+// a passing one and retries, with backoff. Each try shows as up to two connections:
+// Go's HTTP transport sends a request again, once, when its connection closes before
+// any answer. With Attempts 2 this endpoint saw 4 connections.
+func TestRcloneAttempts(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var accepted atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	remote := s3test.EndpointRemote("http://"+ln.Addr().String(), "key", "secret", "armor", "attempts")
+	s, err := cas.OpenRcloneWith(context.Background(), remote, cas.RcloneOptions{Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := s.Open(context.Background(), strings.Repeat("ab", 32), 0, -1)
+	if err == nil {
+		rc.Close()
+		t.Fatal("Open through a closing endpoint succeeded")
+	}
+	if n := accepted.Load(); n > 2 {
+		t.Errorf("with Attempts 1, rclone connected %d times, want one try: at most 2 (err: %v)", n, err)
+	}
 }
