@@ -46,6 +46,11 @@ type Config struct {
 	AccessLog string `toml:"access_log"`
 	// FetchTimeout bounds one whole-object fetch from the store.
 	FetchTimeout Duration `toml:"fetch_timeout"`
+	// RequestTimeout is how long a client has to send a whole request header, from
+	// connecting or from the end of the previous response: a keep-alive connection
+	// idle for longer is closed, and a request still incomplete gets 408. It is
+	// enforced within a quarter of itself (at most a second) after it passes.
+	RequestTimeout Duration `toml:"request_timeout"`
 	// ShutdownTimeout bounds the graceful shutdown of each listener.
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
 	// ConnPoller is what public connections wait in: "edged" (the default), an epoll
@@ -74,6 +79,7 @@ func Defaults() Config {
 		StreamThreshold: 8 * MiB,
 		StateDir:        "/var/lib/armor/edged",
 		FetchTimeout:    Duration(2 * time.Minute),
+		RequestTimeout:  Duration(60 * time.Second),
 		ShutdownTimeout: Duration(10 * time.Second),
 		ConnPoller:      "edged",
 		Poll: PollConfig{
@@ -125,6 +131,7 @@ func (c Config) withDefaults() Config {
 	}
 	durations := []struct{ v, def *Duration }{
 		{&c.FetchTimeout, &d.FetchTimeout},
+		{&c.RequestTimeout, &d.RequestTimeout},
 		{&c.ShutdownTimeout, &d.ShutdownTimeout},
 		{&c.Poll.Wait, &d.Poll.Wait},
 		{&c.Poll.BackoffMin, &d.Poll.BackoffMin},
@@ -156,6 +163,14 @@ func (c Config) Validate() error {
 	}
 	if c.CacheSize > 0 && c.StreamThreshold > c.CacheSize {
 		return fmt.Errorf("stream_threshold %s is larger than cache_size %s", c.StreamThreshold, c.CacheSize)
+	}
+	for _, d := range []struct {
+		key string
+		v   Duration
+	}{{"fetch_timeout", c.FetchTimeout}, {"request_timeout", c.RequestTimeout}, {"shutdown_timeout", c.ShutdownTimeout}} {
+		if d.v < 0 {
+			return fmt.Errorf("%s: %s is negative", d.key, d.v.D())
+		}
 	}
 	if c.ConnPoller != "" && c.ConnPoller != "edged" && c.ConnPoller != "go" {
 		return fmt.Errorf("conn_poller: %q is neither \"edged\" nor \"go\"", c.ConnPoller)

@@ -134,16 +134,14 @@ func (e *Edge) Handler() fasthttp.RequestHandler { return e.handle }
 // Serve serves the public listener until ctx is cancelled, then shuts down gracefully
 // (in-flight requests finish within Config.ShutdownTimeout) and returns nil.
 func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
-	// Equal read and idle timeouts let trackedConn keep one read deadline across
-	// requests instead of moving it twice per request (see deadlineSlack).
+	// No ReadTimeout or IdleTimeout: the connections enforce RequestTimeout (see
+	// armRequestDeadline).
 	srv := &fasthttp.Server{
 		Handler:                      e.handle,
 		ErrorHandler:                 e.handleParseError,
 		Name:                         "armor-edged",
 		ReadBufferSize:               8 << 10,
 		WriteBufferSize:              64 << 10,
-		ReadTimeout:                  60 * time.Second,
-		IdleTimeout:                  60 * time.Second,
 		MaxRequestBodySize:           4 << 10,
 		NoDefaultContentType:         true,
 		DisablePreParseMultipartForm: true,
@@ -159,7 +157,8 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	// Closes the connections that outlive the shutdown timeout.
 	defer p.close()
-	tl := newTrackingListener(ln, p)
+	tl := newTrackingListener(ln, p, e.cfg.RequestTimeout.D())
+	defer tl.stopClock()
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(tl) }()
 	select {

@@ -11,18 +11,59 @@ import (
 //
 // fasthttp counts a new connection as active from the moment it is accepted, so a
 // connection a client opened but never used (Go's and browsers' transports dial
-// spare connections) would hold a graceful shutdown until ReadTimeout. At shutdown,
-// closeUnused closes those; connections that carry a request are left to finish.
-// Its connections also coalesce read deadlines (see deadlineSlack).
+// spare connections) would hold a graceful shutdown until its request timed out. At
+// shutdown, closeUnused closes those; connections that carry a request are left to finish.
+//
+// Its connections also enforce the request timeout (see armRequestDeadline).
 type trackingListener struct {
 	net.Listener
-	p     *connPoller // nil: connections stay with the runtime's poller
-	mu    sync.Mutex
-	conns map[*trackedConn]struct{}
+	p       *connPoller   // nil: connections stay with the runtime's poller
+	timeout time.Duration // Config.RequestTimeout; 0: none
+	slack   time.Duration // how much later than asked a read deadline may fall
+	now     atomic.Pointer[time.Time]
+	stop    chan struct{} // closed by stopClock
+	mu      sync.Mutex
+	conns   map[*trackedConn]struct{}
 }
 
-func newTrackingListener(ln net.Listener, p *connPoller) *trackingListener {
-	return &trackingListener{Listener: ln, p: p, conns: map[*trackedConn]struct{}{}}
+// newTrackingListener wraps ln. With a timeout it starts the clock its connections
+// read; stopClock stops it once no connection is served any more.
+func newTrackingListener(ln net.Listener, p *connPoller, timeout time.Duration) *trackingListener {
+	l := &trackingListener{Listener: ln, p: p, timeout: timeout, conns: map[*trackedConn]struct{}{}}
+	if timeout > 0 {
+		l.slack = min(deadlineSlack, timeout/4)
+		now := time.Now()
+		l.now.Store(&now)
+		l.stop = make(chan struct{})
+		go l.runClock()
+	}
+	return l
+}
+
+// clockTick is how often the clock that request deadlines are computed from advances.
+const clockTick = 100 * time.Millisecond
+
+// runClock advances l.now every clockTick until stopClock. A request deadline needs
+// the time once per request; reading it from here instead of time.Now (two vDSO clock
+// reads, each a slow TSC read on a VM) is about 2% of a cached small response's cost.
+func (l *trackingListener) runClock() {
+	t := time.NewTicker(clockTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			now := time.Now()
+			l.now.Store(&now)
+		}
+	}
+}
+
+func (l *trackingListener) stopClock() {
+	if l.stop != nil {
+		close(l.stop)
+	}
 }
 
 func (l *trackingListener) Accept() (net.Conn, error) {
@@ -77,25 +118,46 @@ type trackedConn struct {
 	l      *trackingListener
 	used   atomic.Bool
 	closed atomic.Bool
-	// readDeadline is the read deadline last set on Conn (zero: none); only the
-	// goroutine serving the connection sets deadlines.
+	// Only the goroutine serving the connection reads, writes and sets deadlines, so
+	// the fields below need no lock.
+	//
+	// readDeadline is the read deadline last set on Conn (zero: none).
 	readDeadline time.Time
-	rio          *rawIO // nil: Conn's own Read and Write
+	// waiting is true from the first read of a request until the response is written:
+	// the request's deadline is set.
+	waiting bool
+	rio     *rawIO // nil: Conn's own Read and Write
 }
 
-// deadlineSlack is how much later than asked a read deadline may fall. fasthttp sets
-// a fresh read deadline (now + timeout) twice per request; moving the runtime's timer
-// each time costs clock reads and timer-heap work on every request. Within the slack,
-// the deadline already set is kept; a new one is set slack beyond the one asked, so
-// the next second of requests keeps it too. A deadline is never earlier than asked.
+// deadlineSlack is how much later than asked a read deadline may fall (a quarter of
+// the request timeout when that is less). Moving the runtime's timer on every request
+// costs timer-heap work; within the slack the deadline already set is kept, and a new
+// one is set slack beyond the one asked, so the next second of requests keeps it too.
+// A deadline is never earlier than asked.
 const deadlineSlack = time.Second
 
+// armRequestDeadline enforces Config.RequestTimeout: a request must have arrived in
+// full within it of the end of the previous response (or of the accept). Read calls it
+// on the first read after a write. fasthttp's own ReadTimeout and IdleTimeout stay
+// unset, since fasthttp would read the clock twice per request to move them. When the
+// deadline passes, fasthttp sees a timeout error: an idle keep-alive connection is
+// closed, and a new connection or a request read in part gets 408. The clock lags by
+// up to clockTick, which the deadline adds back.
+func (c *trackedConn) armRequestDeadline() error {
+	c.waiting = true
+	return c.setReadDeadline(c.l.now.Load().Add(c.l.timeout+clockTick), c.l.slack)
+}
+
 func (c *trackedConn) SetReadDeadline(t time.Time) error {
-	if !t.IsZero() && !c.readDeadline.IsZero() && !c.readDeadline.Before(t) && c.readDeadline.Sub(t) <= deadlineSlack {
+	return c.setReadDeadline(t, deadlineSlack)
+}
+
+func (c *trackedConn) setReadDeadline(t time.Time, slack time.Duration) error {
+	if !t.IsZero() && !c.readDeadline.IsZero() && !c.readDeadline.Before(t) && c.readDeadline.Sub(t) <= slack {
 		return nil
 	}
 	if !t.IsZero() {
-		t = t.Add(deadlineSlack)
+		t = t.Add(slack)
 	}
 	c.readDeadline = time.Time{}
 	if err := c.Conn.SetReadDeadline(t); err != nil {
@@ -115,6 +177,11 @@ func (c *trackedConn) SetDeadline(t time.Time) error {
 }
 
 func (c *trackedConn) Read(p []byte) (n int, err error) {
+	if !c.waiting && c.l.timeout > 0 {
+		if err := c.armRequestDeadline(); err != nil {
+			return 0, err
+		}
+	}
 	if c.rio != nil {
 		n, err = c.rio.read(p)
 	} else {
@@ -127,6 +194,7 @@ func (c *trackedConn) Read(p []byte) (n int, err error) {
 }
 
 func (c *trackedConn) Write(p []byte) (int, error) {
+	c.waiting = false
 	if c.rio != nil {
 		return c.rio.write(p)
 	}

@@ -105,7 +105,7 @@ func testTrackedConnIO(t *testing.T, p *connPoller) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := newTrackingListener(inner, p)
+	ln := newTrackingListener(inner, p, 0)
 	defer ln.Close()
 	pair := func(t *testing.T) (server net.Conn, client net.Conn) {
 		t.Helper()
