@@ -247,14 +247,11 @@ func BenchmarkVsNginx(b *testing.B) {
 			bp.name, c.nginx.rps, c.nginx.p99, c.edged.rps, c.edged.p99, c.ratio, c.minRatio, c.maxRatio,
 			c.p99NoWorse, rounds, procs, pin)
 		if ceil != nil {
-			var fn, fe []float64
-			for i := range ceil {
-				fn = append(fn, ng[i].rps/ceil[i].rps)
-				fe = append(fe, ed[i].rps/ceil[i].rps)
-			}
-			var cr []float64
-			for _, r := range ceil {
+			var cr, fn, fe []float64
+			for i, r := range ceil {
 				cr = append(cr, r.rps)
+				fn = append(fn, ng[i].rps/r.rps)
+				fe = append(fe, ed[i].rps/r.rps)
 			}
 			b.ReportMetric(median(cr), bp.name+"-ceiling-req/s")
 			b.Logf("%-18s ceiling (a server that only writes edged's response) %.0f req/s: nginx at %.0f%% of it, edged at %.0f%%",

@@ -11,7 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
 	"unsafe"
 
 	"golang.org/x/sys/unix"
