@@ -5,8 +5,8 @@ GO      ?= go
 BIN     := bin
 ARMOR   := $(BIN)/armor
 S3      := $(BIN)/s3server
-PKGS    := ./... ./testdata/synth/... ./testdata/apttest/... ./testdata/s3server/...
-RACE    := ./controld/... ./edged/... ./manifest/cas/... ./gen
+PKGS    := ./...
+RACE    := ./controld/... ./edged/... ./store/... ./gen
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build test test-race bench lint demo demo-stop deps clean fuzz
@@ -24,8 +24,8 @@ $(ARMOR): FORCE
 
 # A real S3 server for the store tests: rclone's own `serve s3`, built from its Go module
 # with the local backend only, so it builds in a fraction of rclone's full time.
-$(S3): go.sum $(wildcard testdata/s3server/*.go)
-	$(GO) build -o $(S3) ./testdata/s3server
+$(S3): go.sum $(wildcard cmd/s3server/*.go)
+	$(GO) build -o $(S3) ./cmd/s3server
 
 test: deps build $(S3)
 	ARMOR_S3SERVER=$(CURDIR)/$(S3) ARMOR_BIN=$(CURDIR)/$(ARMOR) $(GO) test -count=1 -timeout 40m $(PKGS)

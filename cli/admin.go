@@ -9,6 +9,7 @@ import (
 
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/controld/api"
+	"github.com/armor-apt/armor/internal/duration"
 )
 
 // ReposCmd groups repository administration.
@@ -67,11 +68,12 @@ func (c *ReposCreateCmd) Run(g *Globals) error {
 		ret = cfg.Repository.Retention
 	}
 	if ret != "" {
-		d, err := config.ParseDuration(ret)
+		d, err := config.PositiveDuration(ret)
 		if err != nil {
 			return fmt.Errorf("retention: %w", err)
 		}
-		req.Retention = &api.Duration{Duration: d}
+		r := duration.Duration(d)
+		req.Retention = &r
 	}
 	r, err := cl.CreateRepo(g.ctx, req)
 	if err != nil {
@@ -103,7 +105,7 @@ func printRepo(g *Globals, r *api.Repository) error {
 		return printJSON(g.stdout, r)
 	}
 	w := g.stdout
-	fmt.Fprintf(w, "repository %s\n  hostnames: %s\n  retention: %s\n", r.Name, strings.Join(r.Hostnames, ", "), r.Retention.Duration)
+	fmt.Fprintf(w, "repository %s\n  hostnames: %s\n  retention: %s\n", r.Name, strings.Join(r.Hostnames, ", "), r.Retention.D())
 	for _, k := range r.Keys {
 		fmt.Fprintf(w, "  key: %s %s\n", k.Fingerprint, strings.Join(k.UserIDs, "; "))
 	}

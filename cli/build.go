@@ -10,6 +10,8 @@ import (
 
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/gen"
+	"github.com/armor-apt/armor/internal/atomicfile"
+	"github.com/armor-apt/armor/internal/lockfile"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -84,7 +86,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	}
 	// One build at a time, and none during a push: from loading the previous manifest to
 	// writing the new one.
-	unlock, err := gen.Lock(opts.CacheDir, true)
+	unlock, err := lockfile.Lock(opts.CacheDir, true)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +110,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 		return nil, err
 	}
 	if !res.UpToDate {
-		if err := gen.WriteFileAtomic(manifestPath, res.Encoded, 0o644); err != nil {
+		if err := atomicfile.WriteFile(manifestPath, res.Encoded, 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -140,7 +142,7 @@ func genOptions(cfg *config.File) (gen.Options, error) {
 			Components: s.Components, Architectures: s.Architectures, Inputs: s.Inputs,
 		}
 		if s.ValidFor != "" {
-			d, err := config.ParseDuration(s.ValidFor)
+			d, err := config.PositiveDuration(s.ValidFor)
 			if err != nil {
 				return o, err
 			}

@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/armor-apt/armor/cli/config"
+	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/armor-apt/armor/manifest"
-	"github.com/armor-apt/armor/testdata/synth"
 )
 
 // Fixed test keys (testdata/keys/README.md).

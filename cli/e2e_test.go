@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/armor-apt/armor/testdata/apttest"
-	"github.com/armor-apt/armor/testdata/synth"
+	"github.com/armor-apt/armor/internal/testkit/apttest"
+	"github.com/armor-apt/armor/internal/testkit/synth"
 )
 
 var armorBin string
@@ -168,13 +168,13 @@ func git(t *testing.T, dir string, args ...string) string {
 func TestEndToEnd(t *testing.T) {
 	work := t.TempDir()
 	project := filepath.Join(work, "project")
-	store := filepath.Join(work, "store")
+	cas := filepath.Join(work, "store")
 	controldAddr, edgeAddr, adminAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	const host = "apt.e2e.test"
 
 	// 1. init, packages, build.
 	armor(t, work, nil, "init", "--dir", project, "--name", "e2e", "--hostname", host,
-		"--key-algo", "rsa3072", "--store", store, "--controld", "http://"+controldAddr)
+		"--key-algo", "rsa3072", "--store", cas, "--controld", "http://"+controldAddr)
 	debs := filepath.Join(project, "debs")
 	real, err := filepath.Glob("../testdata/debs/*.deb")
 	if err != nil || len(real) == 0 {
@@ -204,11 +204,11 @@ func TestEndToEnd(t *testing.T) {
 	admin := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "admin",
 		"--for", "*", "--action", "admin", "--action", "push", "--action", "activate", "--action", "read"))
 	edgeToken := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "edge", "--for", "*", "--action", "read"))
-	daemon(t, nil, filepath.Join(work, "controld.log"), "controld", "--listen", controldAddr, "--data-dir", data, "--store", store)
+	daemon(t, nil, filepath.Join(work, "controld.log"), "controld", "--listen", controldAddr, "--data-dir", data, "--store", cas)
 	waitHTTP(t, "http://"+controldAddr+"/v1/healthz")
 	daemon(t, []string{"ARMOR_EDGE_TOKEN=" + edgeToken}, filepath.Join(work, "edged.log"), "edged",
 		"--listen", edgeAddr, "--admin-listen", adminAddr, "--controld", "http://"+controldAddr,
-		"--store", store, "--state-dir", filepath.Join(work, "edged"))
+		"--store", cas, "--state-dir", filepath.Join(work, "edged"))
 	waitHTTP(t, "http://"+adminAddr+"/healthz")
 
 	// 3. push: record and flip.

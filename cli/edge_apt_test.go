@@ -30,9 +30,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/armor-apt/armor/testdata/apttest"
-	"github.com/armor-apt/armor/testdata/s3server/s3test"
-	"github.com/armor-apt/armor/testdata/synth"
+	"github.com/armor-apt/armor/internal/testkit/apttest"
+	"github.com/armor-apt/armor/internal/testkit/s3test"
+	"github.com/armor-apt/armor/internal/testkit/synth"
 )
 
 // proc is an armor daemon that a test may kill (SIGKILL) before the test ends; unlike
@@ -117,14 +117,14 @@ func newCluster(t *testing.T) *cluster {
 
 // newClusterWith starts a cluster on the store remote (an rclone remote), or on a local
 // directory when store is "".
-func newClusterWith(t *testing.T, store string) *cluster {
+func newClusterWith(t *testing.T, cas string) *cluster {
 	t.Helper()
 	work := t.TempDir()
-	if store == "" {
-		store = filepath.Join(work, "store")
+	if cas == "" {
+		cas = filepath.Join(work, "store")
 	}
 	c := &cluster{
-		work: work, store: store, data: filepath.Join(work, "controld"),
+		work: work, store: cas, data: filepath.Join(work, "controld"),
 		edgeState:    filepath.Join(work, "edged"),
 		controldAddr: freeAddr(t), edge: freeAddr(t), edgeAdmin: freeAddr(t),
 		http: &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16}, Timeout: 60 * time.Second},

@@ -10,8 +10,8 @@ import (
 	"text/template"
 
 	"github.com/armor-apt/armor/cli/config"
-	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/internal/atomicfile"
 )
 
 // InitCmd creates armor.toml and a signing key.
@@ -149,7 +149,7 @@ func runInit(c *InitCmd, pass []byte) (*initResult, error) {
 	if err := os.MkdirAll(armorDir, 0o700); err != nil {
 		return nil, err
 	}
-	if err := gen.WriteFileAtomic(filepath.Join(armorDir, ".gitignore"), []byte("# armor's private state: secret keys, build cache, local store.\n*\n"), 0o644); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(armorDir, ".gitignore"), []byte("# armor's private state: secret keys, build cache, local store.\n*\n"), 0o644); err != nil {
 		return nil, err
 	}
 	keyPath := filepath.Join(armorDir, "keys", "signing.sec.asc")
@@ -162,7 +162,7 @@ func runInit(c *InitCmd, pass []byte) (*initResult, error) {
 	if err := exportPublic(k, pubBase); err != nil {
 		return nil, err
 	}
-	if err := gen.WriteFileAtomic(cfgPath, buf.Bytes(), 0o644); err != nil {
+	if err := atomicfile.WriteFile(cfgPath, buf.Bytes(), 0o644); err != nil {
 		return nil, err
 	}
 	return &initResult{

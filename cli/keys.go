@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/internal/atomicfile"
 )
 
 // KeyCmd groups the key subcommands.
@@ -83,7 +83,7 @@ func saveKey(k *sign.Key, out string, pass []byte) error {
 	if err := k.WriteSecret(&sec, pass); err != nil {
 		return fmt.Errorf("write secret key: %w", err)
 	}
-	if err := gen.WriteFileAtomic(out, sec.Bytes(), 0o600); err != nil {
+	if err := atomicfile.WriteFile(out, sec.Bytes(), 0o600); err != nil {
 		return err
 	}
 	return exportPublic(k, publicBase(out))
@@ -107,10 +107,10 @@ func exportPublic(k *sign.Key, base string) error {
 	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
 		return err
 	}
-	if err := gen.WriteFileAtomic(base+".asc", asc.Bytes(), 0o644); err != nil {
+	if err := atomicfile.WriteFile(base+".asc", asc.Bytes(), 0o644); err != nil {
 		return err
 	}
-	return gen.WriteFileAtomic(base+".gpg", bin.Bytes(), 0o644)
+	return atomicfile.WriteFile(base+".gpg", bin.Bytes(), 0o644)
 }
 
 func printKey(g *Globals, k *sign.Key, path string) error {

@@ -15,9 +15,10 @@ import (
 
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/controld/client"
-	"github.com/armor-apt/armor/gen"
+	"github.com/armor-apt/armor/internal/atomicfile"
+	"github.com/armor-apt/armor/internal/lockfile"
 	"github.com/armor-apt/armor/manifest"
-	"github.com/armor-apt/armor/manifest/cas"
+	"github.com/armor-apt/armor/store"
 	"github.com/schollz/progressbar/v3"
 )
 
@@ -52,7 +53,7 @@ type pushOptions struct {
 	Jobs     int
 	Progress io.Writer // a terminal gets a progress bar
 	// Store, when set, replaces the store named in armor.toml (tests count requests).
-	Store cas.Store
+	Store store.Store
 }
 
 type pushResult struct {
@@ -81,7 +82,7 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 		return nil, err
 	}
 	// A build must not rewrite the manifest and the tree while they are read and uploaded.
-	unlock, err := gen.Lock(cfg.Resolve(cfg.Output.Cache), false)
+	unlock, err := lockfile.Lock(cfg.Resolve(cfg.Output.Cache), false)
 	if err != nil {
 		return nil, err
 	}
@@ -98,9 +99,9 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 	if err != nil {
 		return nil, err
 	}
-	store := o.Store
-	if store == nil {
-		if store, err = openStore(ctx, cfg); err != nil {
+	cas := o.Store
+	if cas == nil {
+		if cas, err = openStore(ctx, cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -109,33 +110,33 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 	if err != nil {
 		return nil, err
 	}
-	statePath := pushedStatePath(cfg, store.String())
+	statePath := pushedStatePath(cfg, cas.String())
 	known := knownObjects(statePath)
 	msum := sha256.Sum256(mdata)
 	mobj := hex.EncodeToString(msum[:])
-	res := &pushResult{Release: m.ID, Manifest: mobj, Store: store.String(), DryRun: o.DryRun}
+	res := &pushResult{Release: m.ID, Manifest: mobj, Store: cas.String(), DryRun: o.DryRun}
 
 	bar := newPushBar(o.Progress)
-	stats, err := cas.Push(ctx, store, uploads, cas.PushOptions{
+	stats, err := store.Push(ctx, cas, uploads, store.PushOptions{
 		Concurrency: o.Jobs, Known: known, DryRun: o.DryRun, Progress: bar,
 	})
 	res.fill(stats)
 	if err != nil {
-		return nil, fmt.Errorf("push to %s: %d of %d objects uploaded before the error; run armor push again to finish: %w", store, stats.Uploaded, stats.Objects, err)
+		return nil, fmt.Errorf("push to %s: %d of %d objects uploaded before the error; run armor push again to finish: %w", cas, stats.Uploaded, stats.Objects, err)
 	}
 	// The manifest goes last: a store holding it holds the whole release.
-	mstats, err := cas.Push(ctx, store, []cas.Upload{{SHA256: mobj, Size: int64(len(mdata)), Path: mpath}},
-		cas.PushOptions{Known: known, DryRun: o.DryRun})
+	mstats, err := store.Push(ctx, cas, []store.Upload{{SHA256: mobj, Size: int64(len(mdata)), Path: mpath}},
+		store.PushOptions{Known: known, DryRun: o.DryRun})
 	res.add(mstats)
 	if err != nil {
-		return nil, fmt.Errorf("push manifest to %s: %w; run armor push again to finish", store, err)
+		return nil, fmt.Errorf("push manifest to %s: %w; run armor push again to finish", cas, err)
 	}
 	res.Elapsed = time.Since(start).Seconds()
 	if o.DryRun {
 		return res, nil
 	}
 	// Remember what the store now holds, so the next push does not even ask about it.
-	if err := gen.WriteFileAtomic(statePath, mdata, 0o644); err != nil {
+	if err := atomicfile.WriteFile(statePath, mdata, 0o644); err != nil {
 		return res, err
 	}
 	if cfg.Controld.URL == "" {
@@ -150,7 +151,7 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 	return res, nil
 }
 
-func (r *pushResult) fill(s cas.PushStats) {
+func (r *pushResult) fill(s store.PushStats) {
 	r.Objects, r.Known, r.Present, r.Uploaded = s.Objects, s.Known, s.Present, s.Uploaded
 	r.BytesUploaded, r.BytesPresent = s.BytesUploaded, s.BytesPresent
 	for _, u := range s.WouldUpload {
@@ -158,7 +159,7 @@ func (r *pushResult) fill(s cas.PushStats) {
 	}
 }
 
-func (r *pushResult) add(s cas.PushStats) {
+func (r *pushResult) add(s store.PushStats) {
 	r.Objects += s.Objects
 	r.Known += s.Known
 	r.Present += s.Present
@@ -171,7 +172,7 @@ func (r *pushResult) add(s cas.PushStats) {
 }
 
 // treeUploads maps every object of the release to a file of the local tree holding it.
-func treeUploads(m *manifest.Manifest, treeDir string) ([]cas.Upload, error) {
+func treeUploads(m *manifest.Manifest, treeDir string) ([]store.Upload, error) {
 	paths := m.Paths()
 	names := make([]string, 0, len(paths))
 	for p := range paths {
@@ -179,22 +180,22 @@ func treeUploads(m *manifest.Manifest, treeDir string) ([]cas.Upload, error) {
 	}
 	sort.Strings(names)
 	seen := make(map[string]bool, len(paths))
-	out := make([]cas.Upload, 0, len(paths))
+	out := make([]store.Upload, 0, len(paths))
 	for _, p := range names {
 		o := paths[p]
 		if seen[o.SHA256] {
 			continue
 		}
 		seen[o.SHA256] = true
-		out = append(out, cas.Upload{SHA256: o.SHA256, Size: o.Size, Path: filepath.Join(treeDir, filepath.FromSlash(p))})
+		out = append(out, store.Upload{SHA256: o.SHA256, Size: o.Size, Path: filepath.Join(treeDir, filepath.FromSlash(p))})
 	}
 	return out, nil
 }
 
 // pushedStatePath is where push keeps the last manifest it pushed to a store: its
 // objects are known to be there, so the next push asks only about new ones.
-func pushedStatePath(cfg *config.File, store string) string {
-	h := sha256.Sum256([]byte(store))
+func pushedStatePath(cfg *config.File, cas string) string {
+	h := sha256.Sum256([]byte(cas))
 	return filepath.Join(cfg.Resolve(cfg.Output.Cache), "pushed-"+hex.EncodeToString(h[:8])+".toml")
 }
 
@@ -259,13 +260,13 @@ func controldError(url, repo string, err error) error {
 	return fmt.Errorf("controld %s: %w", url, err)
 }
 
-func newPushBar(w io.Writer) func(cas.PushProgress) {
+func newPushBar(w io.Writer) func(store.PushProgress) {
 	if w == nil || !isTerminal(w) {
 		return nil
 	}
 	var mu sync.Mutex
 	var bar *progressbar.ProgressBar
-	return func(p cas.PushProgress) {
+	return func(p store.PushProgress) {
 		mu.Lock()
 		defer mu.Unlock()
 		if bar == nil {

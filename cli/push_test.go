@@ -1,7 +1,7 @@
 package cli
 
 // Tests of armor push against a local directory store and a real S3 server on loopback
-// (testdata/s3server): what an incremental push uploads and how many store requests it
+// (cmd/s3server): what an incremental push uploads and how many store requests it
 // makes, resuming a killed push, refusing a tampered tree, dry runs, and the messages for
 // bad credentials and an endpoint that does not answer.
 
@@ -25,11 +25,11 @@ import (
 	"time"
 
 	"github.com/armor-apt/armor/cli/config"
-	"github.com/armor-apt/armor/gen"
+	"github.com/armor-apt/armor/internal/lockfile"
+	"github.com/armor-apt/armor/internal/testkit/s3test"
+	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/armor-apt/armor/manifest"
-	"github.com/armor-apt/armor/manifest/cas"
-	"github.com/armor-apt/armor/testdata/s3server/s3test"
-	"github.com/armor-apt/armor/testdata/synth"
+	"github.com/armor-apt/armor/store"
 )
 
 // storeKind makes a fresh, empty store of one kind for a test.
@@ -75,25 +75,25 @@ func newPushProject(t *testing.T, remote string) pushProject {
 }
 
 // openStore opens the project's store the way push does, counted.
-func (p pushProject) openStore(t *testing.T) *cas.Counting {
+func (p pushProject) openStore(t *testing.T) *store.Counting {
 	t.Helper()
-	s, err := cas.OpenRclone(context.Background(), p.remote)
+	s, err := store.OpenRclone(context.Background(), p.remote)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cas.NewCounting(s)
+	return store.NewCounting(s)
 }
 
 // recorder remembers which objects Put was asked for, and which it created.
 type recorder struct {
-	cas.Store
+	store.Store
 	mu      sync.Mutex
 	puts    map[string]bool // sum -> created
 	onPut   func(n int64)   // called after every Put with the number of Puts so far
 	putsRun atomic.Int64
 }
 
-func newRecorder(s cas.Store) *recorder { return &recorder{Store: s, puts: map[string]bool{}} }
+func newRecorder(s store.Store) *recorder { return &recorder{Store: s, puts: map[string]bool{}} }
 
 func (r *recorder) Put(ctx context.Context, sum string, size int64, rd io.Reader) (bool, error) {
 	created, err := r.Store.Put(ctx, sum, size, rd)
@@ -146,7 +146,7 @@ func releaseObjects(t *testing.T, path string) map[string]int64 {
 }
 
 // checkHolds fails unless store holds every object with its size and content.
-func checkHolds(t *testing.T, s cas.Store, objects map[string]int64) {
+func checkHolds(t *testing.T, s store.Store, objects map[string]int64) {
 	t.Helper()
 	ctx := context.Background()
 	for sum, size := range objects {
@@ -164,7 +164,7 @@ func checkHolds(t *testing.T, s cas.Store, objects map[string]int64) {
 	}
 }
 
-func push(t *testing.T, p pushProject, s cas.Store) *pushResult {
+func push(t *testing.T, p pushProject, s store.Store) *pushResult {
 	t.Helper()
 	res, err := runPush(context.Background(), p.cfg, pushOptions{Store: s, Jobs: 4})
 	if err != nil {
@@ -194,22 +194,22 @@ func TestPushIncremental(t *testing.T) {
 	for _, kind := range storeKinds(t) {
 		t.Run(kind.name, func(t *testing.T) {
 			p := newPushProject(t, kind.remote(t))
-			store := p.openStore(t)
+			cas := p.openStore(t)
 			first := releaseObjects(t, p.manifestPath())
 
-			res := push(t, p, store)
+			res := push(t, p, cas)
 			if res.Uploaded != len(first) || res.Objects != len(first) || res.Present != 0 || res.Known != 0 {
 				t.Errorf("first push: %+v, want %d objects uploaded", res, len(first))
 			}
-			checkHolds(t, store, first)
+			checkHolds(t, cas, first)
 
 			// Unchanged, with the pushed state: no request at all.
-			store.Reset()
-			res = push(t, p, store)
+			cas.Reset()
+			res = push(t, p, cas)
 			if res.Uploaded != 0 || res.Known != len(first) {
 				t.Errorf("unchanged push: %+v, want 0 uploaded, %d known", res, len(first))
 			}
-			if c := store.Counts(); c.Requests() != 0 {
+			if c := cas.Counts(); c.Requests() != 0 {
 				t.Errorf("unchanged push with the pushed state made %d store requests (%+v), want 0", c.Requests(), c)
 			}
 
@@ -221,9 +221,9 @@ func TestPushIncremental(t *testing.T) {
 			if err := os.Remove(state[0]); err != nil {
 				t.Fatal(err)
 			}
-			store.Reset()
-			res = push(t, p, store)
-			if c := store.Counts(); res.Uploaded != 0 || res.Present != len(first) || c.Put != 0 || c.Has != int64(len(first)) {
+			cas.Reset()
+			res = push(t, p, cas)
+			if c := cas.Counts(); res.Uploaded != 0 || res.Present != len(first) || c.Put != 0 || c.Has != int64(len(first)) {
 				t.Errorf("unchanged push without the pushed state: %+v, counts %+v; want %d checks and no upload", res, c, len(first))
 			}
 
@@ -274,8 +274,8 @@ func TestPushIncremental(t *testing.T) {
 				t.Errorf("%d new objects, want %d (the paths above and the manifest)", len(want), len(wantPaths)+1)
 			}
 
-			rec := newRecorder(store)
-			store.Reset()
+			rec := newRecorder(cas)
+			cas.Reset()
 			res = push(t, p, rec)
 			got := rec.created()
 			if !maps.Equal(got, want) {
@@ -285,7 +285,7 @@ func TestPushIncremental(t *testing.T) {
 			if asked := rec.putAsked(); len(asked) != len(want) {
 				t.Errorf("Put was called for %d objects, want %d", len(asked), len(want))
 			}
-			c := store.Counts()
+			c := cas.Counts()
 			t.Logf("one package added: %d of %d objects new, %d store requests (%+v)", len(want), len(second), c.Requests(), c)
 			if limit := int64(2*len(want) + 2); c.Requests() > limit {
 				t.Errorf("push after adding one package made %d store requests (%+v), want at most %d (2 per changed object + 2)", c.Requests(), c, limit)
@@ -293,14 +293,14 @@ func TestPushIncremental(t *testing.T) {
 			if res.Uploaded != len(want) || res.Known != len(second)-len(want) {
 				t.Errorf("push result %+v: want %d uploaded, %d known", res, len(want), len(second)-len(want))
 			}
-			checkHolds(t, store, second)
+			checkHolds(t, cas, second)
 		})
 	}
 }
 
 // cancelAfterPuts records Puts and cancels a push's context once n of them have
 // finished.
-func cancelAfterPuts(s cas.Store, n int64, cancel func()) *recorder {
+func cancelAfterPuts(s store.Store, n int64, cancel func()) *recorder {
 	r := newRecorder(s)
 	r.onPut = func(done int64) {
 		if done == n {
@@ -317,13 +317,13 @@ func TestPushResumes(t *testing.T) {
 	for _, kind := range storeKinds(t) {
 		t.Run(kind.name, func(t *testing.T) {
 			p := newPushProject(t, kind.remote(t))
-			store := p.openStore(t)
+			cas := p.openStore(t)
 			all := releaseObjects(t, p.manifestPath())
 			const killAfter = 5
 
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			killed := cancelAfterPuts(store, killAfter, cancel)
+			killed := cancelAfterPuts(cas, killAfter, cancel)
 			res, err := runPush(ctx, p.cfg, pushOptions{Store: killed, Jobs: 2})
 			if err == nil {
 				t.Fatalf("a push cancelled after %d puts succeeded: %+v", killAfter, res)
@@ -336,7 +336,7 @@ func TestPushResumes(t *testing.T) {
 			arrived := killed.created()
 			present := map[string]int64{}
 			for sum, size := range all {
-				ok, err := store.Has(context.Background(), sum)
+				ok, err := cas.Has(context.Background(), sum)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -352,7 +352,7 @@ func TestPushResumes(t *testing.T) {
 			if len(arrived) < killAfter-1 || len(present) >= len(all) {
 				t.Fatalf("the killed push stored %d (saw %d created) of %d objects", len(present), len(arrived), len(all))
 			}
-			checkHolds(t, store, present)
+			checkHolds(t, cas, present)
 			state, _ := filepath.Glob(filepath.Join(p.dir, ".armor", "cache", "pushed-*.toml"))
 			if len(state) != 0 {
 				t.Errorf("a killed push wrote the pushed state %v", state)
@@ -364,7 +364,7 @@ func TestPushResumes(t *testing.T) {
 				t.Error("after a killed push the store has the manifest")
 			}
 
-			resumed := newRecorder(store)
+			resumed := newRecorder(cas)
 			res = push(t, p, resumed)
 			again := resumed.created()
 			for _, sum := range resumed.putAsked() {
@@ -375,7 +375,7 @@ func TestPushResumes(t *testing.T) {
 			if len(present)+len(again) != len(all) || res.Uploaded != len(again) || res.Present != len(present) {
 				t.Errorf("resumed push uploaded %d, %d were present, of %d objects; result %+v", len(again), len(present), len(all), res)
 			}
-			checkHolds(t, store, all)
+			checkHolds(t, cas, all)
 			if kind.name == "local" {
 				if tmp, _ := os.ReadDir(filepath.Join(p.remote, "tmp")); len(tmp) != 0 {
 					t.Errorf("the local store keeps %d temporary uploads", len(tmp))
@@ -415,13 +415,13 @@ func TestPushRefusesTamperedTree(t *testing.T) {
 					if strings.Contains(r.stdout, "pushed release") {
 						t.Errorf("a failed push printed success:\n%s", r.stdout)
 					}
-					store := p.openStore(t)
-					if ok, err := store.Has(context.Background(), pkg.SHA256); ok || err != nil {
+					cas := p.openStore(t)
+					if ok, err := cas.Has(context.Background(), pkg.SHA256); ok || err != nil {
 						t.Errorf("the store holds the tampered object %s (%v, %v)", pkg.SHA256, ok, err)
 					}
 					mdata := readFileT(t, p.manifestPath())
 					msum := sha256.Sum256(mdata)
-					if ok, err := store.Has(context.Background(), hex.EncodeToString(msum[:])); ok || err != nil {
+					if ok, err := cas.Has(context.Background(), hex.EncodeToString(msum[:])); ok || err != nil {
 						t.Errorf("the store holds the manifest of a refused push (%v, %v)", ok, err)
 					}
 					if state, _ := filepath.Glob(filepath.Join(p.dir, ".armor", "cache", "pushed-*.toml")); len(state) != 0 {
@@ -441,7 +441,7 @@ func TestPushRefusesTamperedTree(t *testing.T) {
 					if !strings.Contains(out, "pushed release") {
 						t.Errorf("push of the restored tree: %s", out)
 					}
-					checkHolds(t, store, releaseObjects(t, p.manifestPath()))
+					checkHolds(t, cas, releaseObjects(t, p.manifestPath()))
 				})
 			}
 		})
@@ -467,9 +467,9 @@ func TestPushDryRunAndNoControld(t *testing.T) {
 					t.Errorf("dry run does not list %s:\n%s", path, out)
 				}
 			}
-			store := p.openStore(t)
+			cas := p.openStore(t)
 			for sum := range all {
-				if ok, err := store.Has(context.Background(), sum); ok || err != nil {
+				if ok, err := cas.Has(context.Background(), sum); ok || err != nil {
 					t.Errorf("after a dry run the store has %s (%v, %v)", sum, ok, err)
 				}
 			}
@@ -483,7 +483,7 @@ func TestPushDryRunAndNoControld(t *testing.T) {
 					t.Errorf("push output lacks %q:\n%s", want, out)
 				}
 			}
-			checkHolds(t, store, all)
+			checkHolds(t, cas, all)
 
 			out = armorOK(t, "-c", p.cfg, "push", "--dry-run")
 			if !strings.Contains(out, "dry run: 0 object(s)") {
@@ -606,7 +606,7 @@ func TestBuildAndPushLock(t *testing.T) {
 	manifestBefore, inReleaseBefore := read(p.manifestPath()), read(inRelease)
 
 	// As while another build runs: neither a build nor a push starts.
-	unlock, err := gen.Lock(cache, true)
+	unlock, err := lockfile.Lock(cache, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -616,7 +616,7 @@ func TestBuildAndPushLock(t *testing.T) {
 	unlock()
 
 	// As while a push runs: another push may run, a build may not.
-	unlock, err = gen.Lock(cache, false)
+	unlock, err = lockfile.Lock(cache, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/manifest"
-	"github.com/armor-apt/armor/manifest/cas"
+	"github.com/armor-apt/armor/store"
 )
 
 // RollbackCmd rolls back.
@@ -63,7 +63,7 @@ func (c *RollbackCmd) Run(g *Globals) error {
 // republish makes a new release with the previous release's packages and indexes and
 // freshly signed Release files, and activates it in place of the current one.
 func republish(ctx context.Context, cfg *config.File, cl *client.Client, repo string, st *api.Status) (*api.Activation, error) {
-	store, err := openStore(ctx, cfg)
+	cas, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -75,11 +75,11 @@ func republish(ctx context.Context, cfg *config.File, cl *client.Client, repo st
 	if err != nil {
 		return nil, err
 	}
-	prev, err := fetchManifest(ctx, store, prevRel.Manifest)
+	prev, err := fetchManifest(ctx, cas, prevRel.Manifest)
 	if err != nil {
 		return nil, err
 	}
-	cur, err := fetchManifest(ctx, store, curRel.Manifest)
+	cur, err := fetchManifest(ctx, cas, curRel.Manifest)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +97,7 @@ func republish(ctx context.Context, cfg *config.File, cl *client.Client, repo st
 	paths := cur.Paths()
 	for p, o := range paths {
 		if strings.HasSuffix(p, "/Release") && strings.HasPrefix(p, "dists/") {
-			data, err := fetchObject(ctx, store, o.SHA256)
+			data, err := fetchObject(ctx, cas, o.SHA256)
 			if err != nil {
 				return nil, err
 			}
@@ -115,7 +115,7 @@ func republish(ctx context.Context, cfg *config.File, cl *client.Client, repo st
 		return nil, err
 	}
 	defer os.RemoveAll(staging)
-	var uploads []cas.Upload
+	var uploads []store.Upload
 	stage := func(data []byte) (manifest.File, error) {
 		sum := sha256.Sum256(data)
 		hexsum := hex.EncodeToString(sum[:])
@@ -123,7 +123,7 @@ func republish(ctx context.Context, cfg *config.File, cl *client.Client, repo st
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			return manifest.File{}, err
 		}
-		uploads = append(uploads, cas.Upload{SHA256: hexsum, Size: int64(len(data)), Path: path})
+		uploads = append(uploads, store.Upload{SHA256: hexsum, Size: int64(len(data)), Path: path})
 		return manifest.File{Size: int64(len(data)), SHA256: hexsum}, nil
 	}
 	next := *prev
@@ -137,7 +137,7 @@ func republish(ctx context.Context, cfg *config.File, cl *client.Client, repo st
 			continue
 		}
 		dist := strings.TrimSuffix(f.Path, "Release")
-		old, err := fetchObject(ctx, store, f.SHA256)
+		old, err := fetchObject(ctx, cas, f.SHA256)
 		if err != nil {
 			return nil, err
 		}
@@ -175,8 +175,8 @@ func republish(ctx context.Context, cfg *config.File, cl *client.Client, repo st
 	if err != nil {
 		return nil, err
 	}
-	if _, err := cas.Push(ctx, store, uploads, cas.PushOptions{}); err != nil {
-		return nil, fmt.Errorf("push re-signed release to %s: %w", store, err)
+	if _, err := store.Push(ctx, cas, uploads, store.PushOptions{}); err != nil {
+		return nil, fmt.Errorf("push re-signed release to %s: %w", cas, err)
 	}
 	rr, err := cl.RecordRelease(ctx, repo, mf.SHA256, true, cur.ID)
 	if err != nil {
@@ -197,36 +197,36 @@ func signHash(cfg *config.File) crypto.Hash {
 	return crypto.SHA512
 }
 
-func openStore(ctx context.Context, cfg *config.File) (cas.Store, error) {
+func openStore(ctx context.Context, cfg *config.File) (store.Store, error) {
 	remote := cfg.Remote()
 	if remote == "" {
 		return nil, fmt.Errorf("%s: no [store] configured: set store.remote (a directory or an rclone remote) or [store.s3]", cfg.Path)
 	}
-	rs, err := cas.OpenRclone(ctx, remote)
+	rs, err := store.OpenRclone(ctx, remote)
 	if err != nil {
 		return nil, err
 	}
-	return cas.WithRetry(rs, storeAttempts, 200*time.Millisecond), nil
+	return store.WithRetry(rs, storeAttempts, 200*time.Millisecond), nil
 }
 
-func fetchObject(ctx context.Context, store cas.Store, sum string) ([]byte, error) {
-	rc, err := store.Open(ctx, sum, 0, -1)
+func fetchObject(ctx context.Context, cas store.Store, sum string) ([]byte, error) {
+	rc, err := cas.Open(ctx, sum, 0, -1)
 	if err != nil {
-		return nil, fmt.Errorf("read object %s from %s: %w", sum, store, err)
+		return nil, fmt.Errorf("read object %s from %s: %w", sum, cas, err)
 	}
 	defer rc.Close()
 	data, err := io.ReadAll(rc)
 	if err != nil {
-		return nil, fmt.Errorf("read object %s from %s: %w", sum, store, err)
+		return nil, fmt.Errorf("read object %s from %s: %w", sum, cas, err)
 	}
 	if s := sha256.Sum256(data); hex.EncodeToString(s[:]) != sum {
-		return nil, fmt.Errorf("object %s in %s: %w", sum, store, cas.ErrDigestMismatch)
+		return nil, fmt.Errorf("object %s in %s: %w", sum, cas, store.ErrDigestMismatch)
 	}
 	return data, nil
 }
 
-func fetchManifest(ctx context.Context, store cas.Store, sum string) (*manifest.Manifest, error) {
-	data, err := fetchObject(ctx, store, sum)
+func fetchManifest(ctx context.Context, cas store.Store, sum string) (*manifest.Manifest, error) {
+	data, err := fetchObject(ctx, cas, sum)
 	if err != nil {
 		return nil, err
 	}

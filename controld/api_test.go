@@ -26,7 +26,7 @@ func TestHappyPath(t *testing.T) {
 	if got := strings.Join(r.Hostnames, ","); got != "apt.example.test,xn--bcher-kva.example" {
 		t.Errorf("hostnames = %s, want normalised and sorted", got)
 	}
-	if len(r.Keys) != 1 || r.Keys[0].Fingerprint != f.key.Fingerprint() || r.Retention.Duration != 48*time.Hour || r.Active != nil {
+	if len(r.Keys) != 1 || r.Keys[0].Fingerprint != f.key.Fingerprint() || r.Retention.D() != 48*time.Hour || r.Active != nil {
 		t.Errorf("repository = %+v", r)
 	}
 
@@ -113,7 +113,7 @@ func TestHappyPath(t *testing.T) {
 	if r, err = f.admin.RemoveKey(ctx, "demo", f.other.Fingerprint()); err != nil || len(r.Keys) != 1 {
 		t.Errorf("remove key: %+v, %v", r, err)
 	}
-	if r, err = f.admin.SetRetention(ctx, "demo", 72*time.Hour); err != nil || r.Retention.Duration != 72*time.Hour {
+	if r, err = f.admin.SetRetention(ctx, "demo", 72*time.Hour); err != nil || r.Retention.D() != 72*time.Hour {
 		t.Errorf("set retention: %+v, %v", r, err)
 	}
 	if repos, err := f.admin.Repos(ctx); err != nil || len(repos) != 1 || repos[0].Name != "demo" {

@@ -13,11 +13,11 @@ import (
 	"github.com/armor-apt/armor/controld/state/bolt"
 	"github.com/armor-apt/armor/gen/sign"
 	"github.com/armor-apt/armor/manifest"
-	"github.com/armor-apt/armor/manifest/cas"
+	"github.com/armor-apt/armor/store"
 )
 
 // benchServer is a controld over HTTP with a durable (fsync) bbolt state.
-func benchServer(b *testing.B) (*client.Client, *cas.Memory) {
+func benchServer(b *testing.B) (*client.Client, *store.Memory) {
 	b.Helper()
 	dir := b.TempDir()
 	secret, err := controld.CreateToken(dir, "root", []string{"*"}, []string{"admin", "push", "activate"})
@@ -28,28 +28,28 @@ func benchServer(b *testing.B) (*client.Client, *cas.Memory) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	store := cas.NewMemory()
-	srv, err := controld.NewServer(controld.Config{}, store, st)
+	cas := store.NewMemory()
+	srv, err := controld.NewServer(controld.Config{}, cas, st)
 	if err != nil {
 		b.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	b.Cleanup(func() { hs.Close(); st.Close() })
-	return client.New(hs.URL, secret, hs.Client()), store
+	return client.New(hs.URL, secret, hs.Client()), cas
 }
 
 // BenchmarkActivate measures one compare-and-swap flip over HTTP, committed with fsync.
 func BenchmarkActivate(b *testing.B) {
-	cl, store := benchServer(b)
+	cl, cas := benchServer(b)
 	ctx := context.Background()
 	key := loadKey(b, "eddsa")
 	if _, err := cl.CreateRepo(ctx, api.CreateRepoRequest{Name: "demo", Keys: []string{publicKey(b, key)}}); err != nil {
 		b.Fatal(err)
 	}
 	t1 := newTree(b, "demo", "", "1", key)
-	s1 := t1.publish(b, store)
+	s1 := t1.publish(b, cas)
 	t2 := newTree(b, "demo", t1.m.ID, "2", key)
-	s2 := t2.publish(b, store)
+	s2 := t2.publish(b, cas)
 	if _, err := cl.RecordRelease(ctx, "demo", s1, true, ""); err != nil {
 		b.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func BenchmarkRecord(b *testing.B) {
 	const n = 5000
 	for _, mode := range []string{"full", "incremental"} {
 		b.Run(fmt.Sprintf("%s/%d-objects", mode, n), func(b *testing.B) {
-			cl, store := benchServer(b)
+			cl, cas := benchServer(b)
 			ctx := context.Background()
 			key := loadKey(b, "eddsa")
 			for i := range b.N {
@@ -81,13 +81,13 @@ func BenchmarkRecord(b *testing.B) {
 					b.Fatal(err)
 				}
 				base := bigTree(b, repo, "", key, n)
-				sum := base.publish(b, store)
+				sum := base.publish(b, cas)
 				if mode == "incremental" {
 					if _, err := cl.RecordRelease(ctx, repo, sum, true, ""); err != nil {
 						b.Fatal(err)
 					}
 					next := bigTree(b, repo, base.m.ID, key, n+1)
-					sum = next.publish(b, store)
+					sum = next.publish(b, cas)
 				}
 				b.StartTimer()
 				if _, err := cl.RecordRelease(ctx, repo, sum, false, ""); err != nil {

@@ -7,7 +7,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/armor-apt/armor/manifest/tomlfile"
+	"github.com/armor-apt/armor/internal/duration"
+	"github.com/armor-apt/armor/internal/tomlfile"
 
 	"github.com/armor-apt/armor/controld/api"
 )
@@ -35,7 +36,7 @@ type Config struct {
 	TLSCert string `toml:"tls_cert"`
 	TLSKey  string `toml:"tls_key"`
 	// Retention is the retention window of new repositories (default 48h).
-	Retention api.Duration `toml:"retention"`
+	Retention duration.Duration `toml:"retention"`
 	// MaxBody limits a request body in bytes (default 1 MiB). Manifests are not posted:
 	// controld reads them from the store.
 	MaxBody int64 `toml:"max_body"`
@@ -45,7 +46,7 @@ type Config struct {
 	// StoreConcurrency bounds the parallel object checks of one recording (default 32).
 	StoreConcurrency int `toml:"store_concurrency"`
 	// ShutdownTimeout bounds the graceful shutdown (default 10s).
-	ShutdownTimeout api.Duration `toml:"shutdown_timeout"`
+	ShutdownTimeout duration.Duration `toml:"shutdown_timeout"`
 
 	// Now is the clock (default time.Now); tests inject their own.
 	Now func() time.Time `toml:"-"`
@@ -81,8 +82,8 @@ func (c Config) withDefaults() Config {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
-	if c.Retention.Duration == 0 {
-		c.Retention.Duration = api.DefaultRetention
+	if c.Retention.D() == 0 {
+		c.Retention = duration.Duration(api.DefaultRetention)
 	}
 	if c.MaxBody == 0 {
 		c.MaxBody = DefaultMaxBody
@@ -93,8 +94,8 @@ func (c Config) withDefaults() Config {
 	if c.StoreConcurrency == 0 {
 		c.StoreConcurrency = DefaultStoreConcurrency
 	}
-	if c.ShutdownTimeout.Duration == 0 {
-		c.ShutdownTimeout.Duration = DefaultShutdownTimeout
+	if c.ShutdownTimeout.D() == 0 {
+		c.ShutdownTimeout = duration.Duration(DefaultShutdownTimeout)
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -110,7 +111,7 @@ func (c Config) check() error {
 	switch {
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return errors.New("tls_cert and tls_key must be set together")
-	case c.Retention.Duration < 0:
+	case c.Retention.D() < 0:
 		return fmt.Errorf("retention %v is negative", c.Retention)
 	case c.MaxBody < 0 || c.MaxManifest < 0:
 		return errors.New("max_body and max_manifest must be positive")

@@ -14,8 +14,8 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Listen != "127.0.0.1:7380" || cfg.DataDir != "/var/lib/armor/controld" || cfg.Store != "/srv/armor/store" ||
-		cfg.Retention.Duration != 48*time.Hour || cfg.MaxBody != 1<<20 || cfg.StoreConcurrency != 32 ||
-		cfg.ShutdownTimeout.Duration != 10*time.Second || cfg.TLSCert != "" {
+		cfg.Retention.D() != 48*time.Hour || cfg.MaxBody != 1<<20 || cfg.StoreConcurrency != 32 ||
+		cfg.ShutdownTimeout.D() != 10*time.Second || cfg.TLSCert != "" {
 		t.Errorf("example config = %+v", cfg)
 	}
 }
@@ -27,13 +27,14 @@ func TestParseConfig(t *testing.T) {
 		check      func(controld.Config) bool
 	}{
 		{"empty gives defaults", "", "", func(c controld.Config) bool {
-			return c.Listen == controld.DefaultListen && c.Retention.Duration == 48*time.Hour && c.MaxBody == controld.DefaultMaxBody
+			return c.Listen == controld.DefaultListen && c.Retention.D() == 48*time.Hour && c.MaxBody == controld.DefaultMaxBody
 		}},
-		{"retention", `retention = "72h"`, "", func(c controld.Config) bool { return c.Retention.Duration == 72*time.Hour }},
+		{"retention", `retention = "72h"`, "", func(c controld.Config) bool { return c.Retention.D() == 72*time.Hour }},
+		{"retention in days, as armor.toml writes it", `retention = "7d"`, "", func(c controld.Config) bool { return c.Retention.D() == 7*24*time.Hour }},
 		{"unknown key names file and line", "listen = \"x:1\"\nlisten_addr = \"y\"\n", "test.toml: unknown key", nil},
 		{"unknown key shows the line", "listen = \"x:1\"\nlisten_addr = \"y\"\n", "2| listen_addr", nil},
 		{"wrong type names the line", "listen = \"x:1\"\nmax_body = \"big\"\n", "test.toml:2:", nil},
-		{"bad duration", `retention = "two days"`, "want a Go duration", nil},
+		{"bad duration", `retention = "two days"`, `"7d", "48h"`, nil},
 		{"half of TLS", `tls_cert = "c.pem"`, "tls_cert and tls_key", nil},
 		{"negative retention", `retention = "-1h"`, "negative", nil},
 	}
@@ -62,7 +63,7 @@ func FuzzParseConfig(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, err := controld.ParseConfig(data, "fuzz.toml")
-		if err == nil && (cfg.Listen == "" || cfg.MaxBody <= 0 || cfg.Retention.Duration < 0) {
+		if err == nil && (cfg.Listen == "" || cfg.MaxBody <= 0 || cfg.Retention.D() < 0) {
 			t.Errorf("accepted config without defaults: %+v", cfg)
 		}
 	})

@@ -24,7 +24,7 @@ import (
 	"github.com/armor-apt/armor/controld/state/bolt"
 	"github.com/armor-apt/armor/gen/sign"
 	"github.com/armor-apt/armor/manifest"
-	"github.com/armor-apt/armor/manifest/cas"
+	"github.com/armor-apt/armor/store"
 )
 
 // clock is an injectable, settable clock.
@@ -75,7 +75,7 @@ func publicKey(t testing.TB, k *sign.Key) string {
 // bbolt state in a temp dir, a fake clock and an admin token.
 type fixture struct {
 	t      *testing.T
-	store  *cas.Memory
+	store  *store.Memory
 	st     *bolt.Store
 	srv    *controld.Server
 	http   *httptest.Server
@@ -97,7 +97,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, store: cas.NewMemory(), st: st, clock: newClock(), secret: secret,
+	f := &fixture{t: t, store: store.NewMemory(), st: st, clock: newClock(), secret: secret,
 		key: loadKey(t, "eddsa"), other: loadKey(t, "rsa")}
 	f.srv, err = controld.NewServer(controld.Config{Now: f.clock.Now}, f.store, st)
 	if err != nil {
@@ -206,7 +206,7 @@ func (tr *tree) sign(t testing.TB, key *sign.Key) {
 
 // publish seals the manifest, uploads every object and the manifest, and returns the
 // manifest's object digest.
-func (tr *tree) publish(t testing.TB, store cas.Store) string {
+func (tr *tree) publish(t testing.TB, cas store.Store) string {
 	t.Helper()
 	if err := manifest.Seal(tr.m); err != nil {
 		t.Fatal(err)
@@ -216,15 +216,15 @@ func (tr *tree) publish(t testing.TB, store cas.Store) string {
 		t.Fatal(err)
 	}
 	for _, b := range tr.files {
-		put(t, store, b)
+		put(t, cas, b)
 	}
-	return put(t, store, data)
+	return put(t, cas, data)
 }
 
-func put(t testing.TB, store cas.Store, b []byte) string {
+func put(t testing.TB, cas store.Store, b []byte) string {
 	t.Helper()
 	sum := digest(b)
-	if _, err := store.Put(context.Background(), sum, int64(len(b)), bytes.NewReader(b)); err != nil {
+	if _, err := cas.Put(context.Background(), sum, int64(len(b)), bytes.NewReader(b)); err != nil {
 		t.Fatal(err)
 	}
 	return sum

@@ -23,7 +23,7 @@ import (
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/controld/state/bolt"
-	"github.com/armor-apt/armor/manifest/cas"
+	"github.com/armor-apt/armor/store"
 )
 
 // childEnv makes the test binary run controld instead of the tests (see TestMain).
@@ -129,17 +129,17 @@ func newCrashSetup(t *testing.T, n int) *crashSetup {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := cas.OpenRclone(context.Background(), s.storeDir)
+	cas, err := store.OpenRclone(context.Background(), s.storeDir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := loadKey(t, "eddsa")
 	first := newTree(t, "demo", "", "0", key)
-	firstSum := first.publish(t, store)
+	firstSum := first.publish(t, cas)
 	s.root = first.m.ID
 	for i := range n {
 		tr := newTree(t, "demo", s.root, fmt.Sprintf("1.%d", i), key)
-		s.sums = append(s.sums, tr.publish(t, store))
+		s.sums = append(s.sums, tr.publish(t, cas))
 		s.ids = append(s.ids, tr.m.ID)
 	}
 	c := startChild(t, s.dataDir, s.storeDir)

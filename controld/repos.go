@@ -13,6 +13,7 @@ import (
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/state"
 	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/internal/duration"
 )
 
 func (s *Server) createRepo(c *call) error {
@@ -32,14 +33,14 @@ func (s *Server) createRepo(c *call) error {
 	}
 	now := s.now().UTC()
 	r := state.Repository{
-		Name: req.Name, Hostnames: hosts, Retention: s.cfg.Retention.Duration,
+		Name: req.Name, Hostnames: hosts, Retention: s.cfg.Retention.D(),
 		CreatedAt: now, CreatedBy: c.tok.Name,
 	}
 	if req.Retention != nil {
-		if req.Retention.Duration < 0 {
+		if req.Retention.D() < 0 {
 			return badRequest("retention %v is negative", req.Retention)
 		}
-		r.Retention = req.Retention.Duration
+		r.Retention = req.Retention.D()
 	}
 	for i, armored := range req.Keys {
 		k, err := parseKey(armored, c.tok.Name, now)
@@ -159,10 +160,10 @@ func (s *Server) setRetention(c *call) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	if req.Retention.Duration < 0 {
+	if req.Retention.D() < 0 {
 		return badRequest("retention %v is negative", req.Retention)
 	}
-	r, err = s.st.SetRetention(c.ctx(), r.Name, req.Retention.Duration)
+	r, err = s.st.SetRetention(c.ctx(), r.Name, req.Retention.D())
 	if err != nil {
 		return err
 	}
@@ -210,7 +211,7 @@ func parseKey(data, by string, at time.Time) (state.Key, error) {
 func toAPIRepo(r state.Repository) api.Repository {
 	out := api.Repository{
 		Name: r.Name, Hostnames: nonNil(r.Hostnames), Keys: []api.Key{},
-		Retention: api.Duration{Duration: r.Retention}, CreatedAt: r.CreatedAt, CreatedBy: r.CreatedBy,
+		Retention: duration.Duration(r.Retention), CreatedAt: r.CreatedAt, CreatedBy: r.CreatedBy,
 		Active: toAPIPointer(r.Active),
 	}
 	for _, k := range r.Keys {

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/armor-apt/armor/controld/state/bolt"
-	"github.com/armor-apt/armor/manifest/cas"
+	"github.com/armor-apt/armor/store"
 )
 
 // Run is the control daemon: it opens the state database under cfg.DataDir and the
@@ -40,11 +40,11 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer st.Close()
-	store, err := cas.OpenRclone(ctx, cfg.Store)
+	cas, err := store.OpenRclone(ctx, cfg.Store)
 	if err != nil {
 		return fmt.Errorf("open object store: %w", err)
 	}
-	s, err := NewServer(cfg, store, st)
+	s, err := NewServer(cfg, cas, st)
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	logger.Info("controld listening", "addr", ln.Addr().String(), "tls", cfg.TLSCert != "",
-		"data_dir", cfg.DataDir, "store", store.String())
+		"data_dir", cfg.DataDir, "store", cas.String())
 	err = s.Serve(ctx, ln)
 	logger.Info("controld stopped")
 	return err

@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"github.com/armor-apt/armor/controld/state"
-	"github.com/armor-apt/armor/manifest/cas"
+	"github.com/armor-apt/armor/store"
 )
 
 // Server is the controld API over a state store and an object store.
 type Server struct {
 	cfg   Config
-	store cas.Store
+	store store.Store
 	st    state.Store
 	log   *slog.Logger
 	now   func() time.Time
@@ -35,16 +35,16 @@ type Server struct {
 }
 
 // NewServer returns a server; it does not own store or st and never closes them.
-func NewServer(cfg Config, store cas.Store, st state.Store) (*Server, error) {
+func NewServer(cfg Config, cas store.Store, st state.Store) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.check(); err != nil {
 		return nil, fmt.Errorf("controld config: %w", err)
 	}
-	if store == nil || st == nil {
+	if cas == nil || st == nil {
 		return nil, errors.New("controld: an object store and a state store are required")
 	}
 	s := &Server{
-		cfg: cfg, store: store, st: st, log: cfg.Logger, now: cfg.Now,
+		cfg: cfg, store: cas, st: st, log: cfg.Logger, now: cfg.Now,
 		mux: http.NewServeMux(), quit: make(chan struct{}),
 	}
 	s.changes.init()
@@ -87,7 +87,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	s.Close()
-	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout.Duration)
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout.D())
 	defer cancel()
 	err := srv.Shutdown(sctx)
 	<-errc

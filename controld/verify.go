@@ -18,7 +18,7 @@ import (
 	"github.com/armor-apt/armor/controld/state"
 	"github.com/armor-apt/armor/gen/sign"
 	"github.com/armor-apt/armor/manifest"
-	"github.com/armor-apt/armor/manifest/cas"
+	"github.com/armor-apt/armor/store"
 )
 
 // maxSignedFile bounds the InRelease and Release.gpg files controld reads.
@@ -28,7 +28,7 @@ const maxSignedFile = 64 << 20
 // A missing object or one over the limit is a 422 describing what; a store failure 502.
 func (s *Server) readObject(ctx context.Context, what, sum string, limit int64) ([]byte, error) {
 	rc, err := s.store.Open(ctx, sum, 0, -1)
-	if errors.Is(err, cas.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) {
 		return nil, invalidRelease("%s (object %s) is not in the store %s: upload it first (armor push)", what, sum, s.store)
 	}
 	if err != nil {
@@ -212,7 +212,7 @@ func (s *Server) checkObjects(ctx context.Context, repo state.Repository, m *man
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case errors.Is(err, cas.ErrNotFound):
+			case errors.Is(err, store.ErrNotFound):
 				missing = append(missing, fmt.Sprintf("%s (%s)", o.SHA256, where[o.SHA256]))
 			case err != nil:
 				return storeFailed("check object %s in the store %s: %w", o.SHA256, s.store, err)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/armor-apt/armor/testdata/apttest"
+	"github.com/armor-apt/armor/internal/testkit/apttest"
 )
 
 // aptRepo builds a real (unsigned) repository with apt-ftparchive from the fixture
@@ -94,12 +94,12 @@ func aptRepo(t *testing.T, without ...string) map[string][]byte {
 // absolute-form), updates, downloads intact packages, revalidates with 304s, and sees
 // a flip.
 func TestRealApt(t *testing.T) {
-	store := newTestStore()
+	cas := newTestStore()
 	ctl := newFakeControld(t)
 	tree := aptRepo(t)
-	r1 := makeRelease(t, store, "demo", "2026-11-20T10:00:00Z", tree)
+	r1 := makeRelease(t, cas, "demo", "2026-11-20T10:00:00Z", tree)
 	v := ctl.set(feedSite("demo", []string{hostA}, r1))
-	e := startEdge(t, testConfig(t, ctl), store)
+	e := startEdge(t, testConfig(t, ctl), cas)
 	e.waitVersion(t, v)
 
 	apt := apttest.New(t, apttest.Options{
@@ -127,7 +127,7 @@ func TestRealApt(t *testing.T) {
 		}
 	}
 
-	r2 := makeRelease(t, store, "demo", "2026-11-21T10:00:00Z", aptRepo(t, "natpmp-utils"))
+	r2 := makeRelease(t, cas, "demo", "2026-11-21T10:00:00Z", aptRepo(t, "natpmp-utils"))
 	flipped := feedSite("demo", []string{hostA}, r2, r1)
 	flipped.Active.ActivatedAt = time.Now().UTC()
 	e.waitVersion(t, ctl.set(flipped))

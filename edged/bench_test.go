@@ -25,7 +25,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"github.com/armor-apt/armor/manifest/cas"
+	"github.com/armor-apt/armor/store"
 )
 
 // Benchmarks. The in-process ones run anywhere:
@@ -106,10 +106,10 @@ var benchPaths = []struct{ name, path string }{
 }
 
 // benchEdge is an edge serving tree from store, warm unless cold.
-func benchEdge(b *testing.B, store *testStore, tree map[string][]byte, warm bool) (*testEdge, *rel) {
+func benchEdge(b *testing.B, cas *testStore, tree map[string][]byte, warm bool) (*testEdge, *rel) {
 	b.Helper()
 	ctl := newFakeControld(b)
-	r := makeRelease(b, store, "bench", "2026-11-20T10:00:00Z", tree)
+	r := makeRelease(b, cas, "bench", "2026-11-20T10:00:00Z", tree)
 	v := ctl.set(feedSite("bench", []string{hostA}, r))
 	cfg := testConfig(b, ctl)
 	cfg.CacheSize = 512 * MiB
@@ -117,7 +117,7 @@ func benchEdge(b *testing.B, store *testStore, tree map[string][]byte, warm bool
 	if p := os.Getenv("ARMOR_BENCH_POLLER"); p != "" {
 		cfg.ConnPoller = p // "go" or "edged": the A/B of the connection poller
 	}
-	e := startEdge(b, cfg, store)
+	e := startEdge(b, cfg, cas)
 	e.waitVersion(b, v)
 	if warm {
 		for p := range tree {
@@ -131,8 +131,8 @@ func benchEdge(b *testing.B, store *testStore, tree map[string][]byte, warm bool
 
 // BenchmarkHandler measures the hot path in process: a cached object, no network.
 func BenchmarkHandler(b *testing.B) {
-	store := newTestStore()
-	e, _ := benchEdge(b, store, benchTree(), true)
+	cas := newTestStore()
+	e, _ := benchEdge(b, cas, benchTree(), true)
 	for _, bp := range benchPaths {
 		b.Run(bp.name, func(b *testing.B) {
 			var req fasthttp.Request
@@ -188,12 +188,12 @@ func BenchmarkVsNginx(b *testing.B) {
 		serverCPU, clientCPU = []string{"taskset", "-c", "0"}, []string{"taskset", "-c", "1"}
 	}
 	nginxAddr := startNginx(b, root, procs, serverCPU)
-	rc, err := cas.OpenRclone(context.Background(), filepath.Join(root, "store"))
+	rc, err := store.OpenRclone(context.Background(), filepath.Join(root, "store"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	store := &testStore{Store: rc, opens: map[string]int{}}
-	edge, _ := benchEdge(b, store, tree, true)
+	cas := &testStore{Store: rc, opens: map[string]int{}}
+	edge, _ := benchEdge(b, cas, tree, true)
 
 	rounds := 1
 	if n, err := strconv.Atoi(os.Getenv("ARMOR_BENCH_ROUNDS")); err == nil && n > 1 {
@@ -492,7 +492,7 @@ func (w wrkRunner) run(b *testing.B, addr, path string) wrkResult {
 // coldMisses measures edged answering only misses: 4000 distinct 4 KiB pool files in a
 // local-directory rclone store, fetched once each by 32 concurrent clients from an edge
 // with an empty cache.
-func coldMisses(b *testing.B, rc cas.Store) (reqPerSec, mbPerSec float64) {
+func coldMisses(b *testing.B, rc store.Store) (reqPerSec, mbPerSec float64) {
 	b.Helper()
 	const n, size = 4000, 4096
 	rng := rand.New(rand.NewPCG(3, 4))

@@ -206,11 +206,11 @@ func contentLength(head []byte) int {
 // TestCeilingServer: the benchmark's ceiling server answers each request with edged's
 // response, byte for byte, also when requests come pipelined or split across writes.
 func TestCeilingServer(t *testing.T) {
-	store := newTestStore()
+	cas := newTestStore()
 	ctl := newFakeControld(t)
-	r := makeRelease(t, store, "demo", "2026-11-20T10:00:00Z", aptTree("demo", 1))
+	r := makeRelease(t, cas, "demo", "2026-11-20T10:00:00Z", aptTree("demo", 1))
 	v := ctl.set(feedSite("demo", []string{hostA}, r))
-	e := startEdge(t, testConfig(t, ctl), store)
+	e := startEdge(t, testConfig(t, ctl), cas)
 	e.waitVersion(t, v)
 	const path = "/dists/stable/InRelease"
 	want := rawResponse(t, e.addr, hostA, path)

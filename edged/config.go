@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/armor-apt/armor/manifest/tomlfile"
+	"github.com/armor-apt/armor/internal/duration"
+	"github.com/armor-apt/armor/internal/tomlfile"
 )
 
 // TokenEnv is the environment variable holding controld's read-only token when no
@@ -45,14 +46,14 @@ type Config struct {
 	// as one slog JSON object per request.
 	AccessLog string `toml:"access_log"`
 	// FetchTimeout bounds one whole-object fetch from the store.
-	FetchTimeout Duration `toml:"fetch_timeout"`
+	FetchTimeout duration.Duration `toml:"fetch_timeout"`
 	// RequestTimeout is how long a client has to send a whole request header, from
 	// connecting or from the end of the previous response: a keep-alive connection
 	// idle for longer is closed, and a request still incomplete gets 408. It is
 	// enforced within a quarter of itself (at most a second) after it passes.
-	RequestTimeout Duration `toml:"request_timeout"`
+	RequestTimeout duration.Duration `toml:"request_timeout"`
 	// ShutdownTimeout bounds the graceful shutdown of each listener.
-	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	ShutdownTimeout duration.Duration `toml:"shutdown_timeout"`
 	// ConnPoller is what public connections wait in: "edged" (the default), an epoll
 	// instance of edged's own that serves ready connections first in, first out, or
 	// "go", the Go runtime's poller. Outside Linux it is always "go".
@@ -64,10 +65,10 @@ type Config struct {
 // PollConfig tunes the long poll of controld's routes feed.
 type PollConfig struct {
 	// Wait is the long-poll duration asked of controld (at most 60s).
-	Wait Duration `toml:"wait"`
+	Wait duration.Duration `toml:"wait"`
 	// BackoffMin and BackoffMax bound the exponential backoff after an error.
-	BackoffMin Duration `toml:"backoff_min"`
-	BackoffMax Duration `toml:"backoff_max"`
+	BackoffMin duration.Duration `toml:"backoff_min"`
+	BackoffMax duration.Duration `toml:"backoff_max"`
 }
 
 // Defaults returns the configuration used for every field left unset.
@@ -78,14 +79,14 @@ func Defaults() Config {
 		CacheSize:       512 * MiB,
 		StreamThreshold: 8 * MiB,
 		StateDir:        "/var/lib/armor/edged",
-		FetchTimeout:    Duration(2 * time.Minute),
-		RequestTimeout:  Duration(60 * time.Second),
-		ShutdownTimeout: Duration(10 * time.Second),
+		FetchTimeout:    duration.Duration(2 * time.Minute),
+		RequestTimeout:  duration.Duration(60 * time.Second),
+		ShutdownTimeout: duration.Duration(10 * time.Second),
 		ConnPoller:      "edged",
 		Poll: PollConfig{
-			Wait:       Duration(30 * time.Second),
-			BackoffMin: Duration(500 * time.Millisecond),
-			BackoffMax: Duration(30 * time.Second),
+			Wait:       duration.Duration(30 * time.Second),
+			BackoffMin: duration.Duration(500 * time.Millisecond),
+			BackoffMax: duration.Duration(30 * time.Second),
 		},
 	}
 }
@@ -129,7 +130,7 @@ func (c Config) withDefaults() Config {
 	if c.StreamThreshold == 0 {
 		c.StreamThreshold = d.StreamThreshold
 	}
-	durations := []struct{ v, def *Duration }{
+	durations := []struct{ v, def *duration.Duration }{
 		{&c.FetchTimeout, &d.FetchTimeout},
 		{&c.RequestTimeout, &d.RequestTimeout},
 		{&c.ShutdownTimeout, &d.ShutdownTimeout},
@@ -166,7 +167,7 @@ func (c Config) Validate() error {
 	}
 	for _, d := range []struct {
 		key string
-		v   Duration
+		v   duration.Duration
 	}{{"fetch_timeout", c.FetchTimeout}, {"request_timeout", c.RequestTimeout}, {"shutdown_timeout", c.ShutdownTimeout}} {
 		if d.v < 0 {
 			return fmt.Errorf("%s: %s is negative", d.key, d.v.D())
@@ -265,22 +266,3 @@ func (s ByteSize) String() string {
 	}
 	return strconv.FormatInt(int64(s), 10) + "B"
 }
-
-// Duration is a time.Duration written in TOML as a Go duration string ("30s", "500ms").
-type Duration time.Duration
-
-// UnmarshalText parses a Go duration string.
-func (d *Duration) UnmarshalText(text []byte) error {
-	v, err := time.ParseDuration(string(text))
-	if err != nil {
-		return fmt.Errorf("duration %q: want a Go duration such as \"30s\" or \"500ms\"", text)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// D returns the value as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// String formats the duration as time.Duration does.
-func (d Duration) String() string { return time.Duration(d).String() }

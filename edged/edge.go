@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
 
-	"github.com/armor-apt/armor/manifest/cas"
+	"github.com/armor-apt/armor/store"
 )
 
 // Edge serves repositories' trees by hostname. Create it with New, keep its routes in
@@ -26,7 +26,7 @@ import (
 type Edge struct {
 	cfg       Config
 	token     string
-	store     cas.Store
+	store     store.Store
 	logger    *slog.Logger
 	access    *slog.Logger
 	accessOut io.Closer
@@ -47,7 +47,7 @@ type Edge struct {
 // cfg.StateDir holds routes from an earlier run, they are loaded at once (their
 // manifests from the state directory, else from the store), so the edge can serve
 // before controld answers; a failure to load them is logged, not returned.
-func New(cfg Config, store cas.Store, logger *slog.Logger) (*Edge, error) {
+func New(cfg Config, cas store.Store, logger *slog.Logger) (*Edge, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("edged config: %w", err)
@@ -62,7 +62,7 @@ func New(cfg Config, store cas.Store, logger *slog.Logger) (*Edge, error) {
 	e := &Edge{
 		cfg:       cfg,
 		token:     token,
-		store:     store,
+		store:     cas,
 		logger:    logger,
 		threshold: int64(cfg.StreamThreshold),
 		m:         newMetrics(),
@@ -70,7 +70,7 @@ func New(cfg Config, store cas.Store, logger *slog.Logger) (*Edge, error) {
 		releases:  map[string]*release{},
 	}
 	e.base, e.cancel = context.WithCancel(context.Background())
-	if e.objects, err = newObjects(e.base, store, cfg.CacheSize, cfg.FetchTimeout.D(), e.m); err != nil {
+	if e.objects, err = newObjects(e.base, cas, cfg.CacheSize, cfg.FetchTimeout.D(), e.m); err != nil {
 		e.cancel()
 		return nil, err
 	}

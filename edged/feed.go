@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/armor-apt/armor/internal/hostname"
 	"github.com/armor-apt/armor/manifest"
-	"github.com/armor-apt/armor/manifest/hostname"
 )
 
 // The routes feed, as controld serves it (the contract agreed with controld):

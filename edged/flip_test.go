@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/armor-apt/armor/internal/duration"
 )
 
 // TestFlipAtomic flips between releases while readers fetch InRelease and then the
@@ -77,7 +79,7 @@ func TestFlipAtomic(t *testing.T) {
 // waiting for the poll to time out.
 func TestFlipSeenQuickly(t *testing.T) {
 	const wait = 30 * time.Second
-	f := newFixture(t, func(c *Config) { c.Poll.Wait = Duration(wait) })
+	f := newFixture(t, func(c *Config) { c.Poll.Wait = duration.Duration(wait) })
 	r2 := makeRelease(t, f.store, "demo", "2026-11-21T10:00:00Z", aptTree("demo", 2))
 	time.Sleep(100 * time.Millisecond) // the edge is now parked in a long poll
 	start := time.Now()
@@ -204,18 +206,18 @@ func TestSingleflight(t *testing.T) {
 // TestLargeStreamed: objects over the threshold are streamed with ranges passed
 // through, and never cached.
 func TestLargeStreamed(t *testing.T) {
-	store := newTestStore()
+	cas := newTestStore()
 	ctl := newFakeControld(t)
 	tree := aptTree("demo", 1)
 	big := bytes.Repeat([]byte("0123456789abcdef"), 20000) // 320000 bytes
 	big[12345] = 'X'
 	const p = "pool/main/b/big/big_1_amd64.deb"
 	tree[p] = big
-	r := makeRelease(t, store, "demo", "2026-11-20T10:00:00Z", tree)
+	r := makeRelease(t, cas, "demo", "2026-11-20T10:00:00Z", tree)
 	v := ctl.set(feedSite("demo", []string{hostA}, r))
 	cfg := testConfig(t, ctl)
 	cfg.StreamThreshold = 64 * KiB
-	e := startEdge(t, cfg, store)
+	e := startEdge(t, cfg, cas)
 	e.waitVersion(t, v)
 	sum := sha(big)
 
@@ -225,7 +227,7 @@ func TestLargeStreamed(t *testing.T) {
 		if !bytes.Equal(body, big) || resp.ContentLength != int64(len(big)) {
 			t.Fatalf("big object: %d bytes (Content-Length %d); want %d", len(body), resp.ContentLength, len(big))
 		}
-		if n := store.openCount(sum); n != i {
+		if n := cas.openCount(sum); n != i {
 			t.Fatalf("after %d GETs the store was opened %d times; want %d (streamed, not cached)", i, n, i)
 		}
 	}
@@ -237,18 +239,18 @@ func TestLargeStreamed(t *testing.T) {
 	if !bytes.Equal(body, big[12340:12350]) || resp.Header.Get("Content-Range") != fmt.Sprintf("bytes 12340-12349/%d", len(big)) {
 		t.Fatalf("range of big object: %q, Content-Range %q", body, resp.Header.Get("Content-Range"))
 	}
-	store.mu.Lock()
-	last := store.asked[len(store.asked)-1]
-	store.mu.Unlock()
+	cas.mu.Lock()
+	last := cas.asked[len(cas.asked)-1]
+	cas.mu.Unlock()
 	if last != sum+" 12340 10" {
 		t.Fatalf("store asked %q; want the range passed through", last)
 	}
-	opens := store.openCount(sum)
+	opens := cas.openCount(sum)
 	resp, body = get(t, e.addr, "HEAD", hostA, "/"+p)
-	if resp.StatusCode != 200 || len(body) != 0 || resp.ContentLength != int64(len(big)) || store.openCount(sum) != opens {
-		t.Fatalf("HEAD big: status %d, %d body bytes, Content-Length %d, store opened again: %v", resp.StatusCode, len(body), resp.ContentLength, store.openCount(sum) != opens)
+	if resp.StatusCode != 200 || len(body) != 0 || resp.ContentLength != int64(len(big)) || cas.openCount(sum) != opens {
+		t.Fatalf("HEAD big: status %d, %d body bytes, Content-Length %d, store opened again: %v", resp.StatusCode, len(body), resp.ContentLength, cas.openCount(sum) != opens)
 	}
-	store.down.Store(true)
+	cas.down.Store(true)
 	resp, body = get(t, e.addr, "GET", hostA, "/"+p)
 	wantStatus(t, "big with the store down", resp, body, 503)
 	if resp.Header.Get("Retry-After") == "" {

@@ -3,8 +3,8 @@ package edged
 import (
 	"testing"
 
+	"github.com/armor-apt/armor/internal/hostname"
 	"github.com/armor-apt/armor/manifest"
-	"github.com/armor-apt/armor/manifest/hostname"
 )
 
 // FuzzHost: the edge's Host normalisation agrees exactly with hostname.Normalize (the

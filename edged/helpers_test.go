@@ -22,17 +22,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armor-apt/armor/internal/duration"
 	"github.com/armor-apt/armor/manifest"
-	"github.com/armor-apt/armor/manifest/cas"
+	"github.com/armor-apt/armor/store"
 )
 
 // errStoreUnreachable is what testStore answers while down.
 var errStoreUnreachable = errors.New("test store: connection refused")
 
-// testStore wraps a cas.Store: it counts Opens per object, can be made slow or
+// testStore wraps a store.Store: it counts Opens per object, can be made slow or
 // unreachable, and records the ranges asked.
 type testStore struct {
-	cas.Store
+	store.Store
 	down    atomic.Bool
 	delay   atomic.Int64 // nanoseconds added to each Open
 	damaged sync.Map     // sum -> []byte served instead of the object
@@ -42,7 +43,7 @@ type testStore struct {
 }
 
 func newTestStore() *testStore {
-	return &testStore{Store: cas.NewMemory(), opens: map[string]int{}}
+	return &testStore{Store: store.NewMemory(), opens: map[string]int{}}
 }
 
 func (s *testStore) Open(ctx context.Context, sum string, offset, length int64) (io.ReadCloser, error) {
@@ -235,7 +236,7 @@ func testConfig(t testing.TB, c *fakeControld) Config {
 		StateDir:        t.TempDir(),
 		CacheSize:       64 * MiB,
 		StreamThreshold: 1 * MiB,
-		Poll:            PollConfig{Wait: Duration(10 * time.Second), BackoffMin: Duration(20 * time.Millisecond), BackoffMax: Duration(200 * time.Millisecond)},
+		Poll:            PollConfig{Wait: duration.Duration(10 * time.Second), BackoffMin: duration.Duration(20 * time.Millisecond), BackoffMax: duration.Duration(200 * time.Millisecond)},
 	}
 }
 
@@ -247,9 +248,9 @@ func testLogger(t testing.TB) *slog.Logger {
 }
 
 // startEdge creates an edge and runs Serve, ServeAdmin and Sync until the test ends.
-func startEdge(t testing.TB, cfg Config, store cas.Store) *testEdge {
+func startEdge(t testing.TB, cfg Config, cas store.Store) *testEdge {
 	t.Helper()
-	e, err := New(cfg, store, testLogger(t))
+	e, err := New(cfg, cas, testLogger(t))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -1,7 +1,7 @@
 package edged
 
 import (
-	"github.com/armor-apt/armor/manifest/hostname"
+	"github.com/armor-apt/armor/internal/hostname"
 )
 
 // appendHost appends the normalised form of a Host header to dst, exactly as

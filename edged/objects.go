@@ -13,7 +13,7 @@ import (
 	"github.com/dgraph-io/ristretto/v2/z"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/armor-apt/armor/manifest/cas"
+	"github.com/armor-apt/armor/store"
 )
 
 // errCorrupt: the store returned bytes that are not the object (wrong size or digest).
@@ -26,13 +26,13 @@ var errCorrupt = errors.New("store object does not match its digest")
 type objects struct {
 	cache   *ristretto.Cache[string, []byte]
 	flights singleflight.Group
-	store   cas.Store
+	store   store.Store
 	timeout time.Duration
 	base    context.Context // cancelled when the edge closes
 	m       *metrics
 }
 
-func newObjects(base context.Context, store cas.Store, size ByteSize, timeout time.Duration, m *metrics) (*objects, error) {
+func newObjects(base context.Context, cas store.Store, size ByteSize, timeout time.Duration, m *metrics) (*objects, error) {
 	counters := int64(size/(4*KiB)) * 10
 	counters = min(max(counters, 1e4), 1e7)
 	c, err := ristretto.NewCache(&ristretto.Config[string, []byte]{
@@ -45,7 +45,7 @@ func newObjects(base context.Context, store cas.Store, size ByteSize, timeout ti
 	if err != nil {
 		return nil, fmt.Errorf("create object cache: %w", err)
 	}
-	return &objects{cache: c, store: store, timeout: timeout, base: base, m: m}, nil
+	return &objects{cache: c, store: cas, timeout: timeout, base: base, m: m}, nil
 }
 
 // The cache is keyed by cacheKey(sum), the first 128 bits of the SHA-256 as 16 raw

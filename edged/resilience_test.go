@@ -37,14 +37,14 @@ func TestControldDown(t *testing.T) {
 // TestRestartFromDisk: an edge restarted while controld is down routes from its state
 // directory; with the store down too, it still routes (known paths 503, unknown 404).
 func TestRestartFromDisk(t *testing.T) {
-	store := newTestStore()
+	cas := newTestStore()
 	ctl := newFakeControld(t)
-	a := makeRelease(t, store, "demo", "2026-11-20T10:00:00Z", aptTree("demo", 1))
-	b := makeRelease(t, store, "other", "2026-11-20T10:00:00Z", aptTree("other", 7))
+	a := makeRelease(t, cas, "demo", "2026-11-20T10:00:00Z", aptTree("demo", 1))
+	b := makeRelease(t, cas, "other", "2026-11-20T10:00:00Z", aptTree("other", 7))
 	cfg := testConfig(t, ctl)
-	e1 := startEdge(t, cfg, store)
+	e1 := startEdge(t, cfg, cas)
 	e1.waitVersion(t, ctl.set(feedSite("demo", []string{hostA}, a), feedSite("other", []string{hostB}, b)))
-	r2 := makeRelease(t, store, "demo", "2026-11-21T10:00:00Z", aptTree("demo", 2))
+	r2 := makeRelease(t, cas, "demo", "2026-11-21T10:00:00Z", aptTree("demo", 2))
 	v := ctl.set(feedSite("demo", []string{hostA}, r2, a), feedSite("other", []string{hostB}, b))
 	e1.waitVersion(t, v)
 	e1.stop()
@@ -54,7 +54,7 @@ func TestRestartFromDisk(t *testing.T) {
 	if err != nil || len(kept) != 3 {
 		t.Fatalf("state directory keeps %d manifests (%v); want 3", len(kept), err)
 	}
-	e2 := startEdge(t, cfg, store)
+	e2 := startEdge(t, cfg, cas)
 	if e2.Version() != v {
 		t.Fatalf("restarted edge serves version %d; want %d from disk", e2.Version(), v)
 	}
@@ -69,8 +69,8 @@ func TestRestartFromDisk(t *testing.T) {
 	e2.stop()
 
 	// Neither controld nor the store: routing still works from disk.
-	store.down.Store(true)
-	e3 := startEdge(t, cfg, store)
+	cas.down.Store(true)
+	e3 := startEdge(t, cfg, cas)
 	if e3.Version() != v {
 		t.Fatalf("edge restarted without store serves version %d; want %d", e3.Version(), v)
 	}
@@ -125,13 +125,13 @@ func TestStoreDamaged(t *testing.T) {
 
 // TestBadToken: controld refusing the token leaves the edge without routes, and says so.
 func TestBadToken(t *testing.T) {
-	store := newTestStore()
+	cas := newTestStore()
 	ctl := newFakeControld(t)
-	a := makeRelease(t, store, "demo", "2026-11-20T10:00:00Z", aptTree("demo", 1))
+	a := makeRelease(t, cas, "demo", "2026-11-20T10:00:00Z", aptTree("demo", 1))
 	ctl.set(feedSite("demo", []string{hostA}, a))
 	cfg := testConfig(t, ctl)
 	cfg.Token = "wrong"
-	e := startEdge(t, cfg, store)
+	e := startEdge(t, cfg, cas)
 	time.Sleep(200 * time.Millisecond)
 	if e.Version() != 0 {
 		t.Fatalf("edge with a refused token serves version %d", e.Version())
@@ -144,15 +144,15 @@ func TestBadToken(t *testing.T) {
 
 func TestTokenFromEnvAndFile(t *testing.T) {
 	ctl := newFakeControld(t)
-	store := newTestStore()
-	a := makeRelease(t, store, "demo", "2026-11-20T10:00:00Z", aptTree("demo", 1))
+	cas := newTestStore()
+	a := makeRelease(t, cas, "demo", "2026-11-20T10:00:00Z", aptTree("demo", 1))
 	v := ctl.set(feedSite("demo", []string{hostA}, a))
 
 	t.Run("env", func(t *testing.T) {
 		t.Setenv(TokenEnv, ctl.token)
 		cfg := testConfig(t, ctl)
 		cfg.Token = ""
-		startEdge(t, cfg, store).waitVersion(t, v)
+		startEdge(t, cfg, cas).waitVersion(t, v)
 	})
 	t.Run("file", func(t *testing.T) {
 		t.Setenv(TokenEnv, "")
@@ -162,13 +162,13 @@ func TestTokenFromEnvAndFile(t *testing.T) {
 		if err := os.WriteFile(cfg.TokenFile, []byte(ctl.token+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		startEdge(t, cfg, store).waitVersion(t, v)
+		startEdge(t, cfg, cas).waitVersion(t, v)
 	})
 	t.Run("none", func(t *testing.T) {
 		t.Setenv(TokenEnv, "")
 		cfg := testConfig(t, ctl)
 		cfg.Token = ""
-		if _, err := New(cfg, store, nil); err == nil || !strings.Contains(err.Error(), TokenEnv) {
+		if _, err := New(cfg, cas, nil); err == nil || !strings.Contains(err.Error(), TokenEnv) {
 			t.Fatalf("New without a token: %v; want an error naming %s", err, TokenEnv)
 		}
 	})

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/armor-apt/armor/manifest/cas"
+	"github.com/armor-apt/armor/store"
 )
 
 // Store fetches are tried this many times (with backoff from storeRetryBase) before a
@@ -33,11 +33,11 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if cfg.Store == "" {
 		return fmt.Errorf("edged config: store: the object store (an rclone remote) is required")
 	}
-	rc, err := cas.OpenRcloneWith(ctx, cfg.Store, cas.RcloneOptions{Attempts: 1})
+	rc, err := store.OpenRcloneWith(ctx, cfg.Store, store.RcloneOptions{Attempts: 1})
 	if err != nil {
 		return err
 	}
-	e, err := New(cfg, cas.WithRetry(rc, storeAttempts, storeRetryBase), logger)
+	e, err := New(cfg, store.WithRetry(rc, storeAttempts, storeRetryBase), logger)
 	if err != nil {
 		return err
 	}

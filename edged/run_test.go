@@ -7,24 +7,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/armor-apt/armor/manifest/cas"
+	"github.com/armor-apt/armor/store"
 )
 
 // TestGracefulShutdown: cancelling Serve's context lets an in-flight request finish.
 func TestGracefulShutdown(t *testing.T) {
-	store := newTestStore()
+	cas := newTestStore()
 	ctl := newFakeControld(t)
 	tree := aptTree("demo", 1)
 	big := bytes.Repeat([]byte("x"), 200<<10)
 	tree["pool/main/b/big/big_1_amd64.deb"] = big
-	r := makeRelease(t, store, "demo", "2026-11-20T10:00:00Z", tree)
+	r := makeRelease(t, cas, "demo", "2026-11-20T10:00:00Z", tree)
 	v := ctl.set(feedSite("demo", []string{hostA}, r))
 	cfg := testConfig(t, ctl)
 	cfg.StreamThreshold = 64 * KiB
-	e := startEdge(t, cfg, store)
+	e := startEdge(t, cfg, cas)
 	e.waitVersion(t, v)
 
-	store.delay.Store(int64(300 * time.Millisecond))
+	cas.delay.Store(int64(300 * time.Millisecond))
 	type result struct {
 		status int
 		body   []byte
@@ -65,13 +65,13 @@ func freeAddr(t testing.TB) string {
 // TestRun: the whole daemon over a local-directory rclone store.
 func TestRun(t *testing.T) {
 	dir := t.TempDir()
-	rc, err := cas.OpenRclone(context.Background(), dir)
+	rc, err := store.OpenRclone(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := &testStore{Store: rc, opens: map[string]int{}}
+	cas := &testStore{Store: rc, opens: map[string]int{}}
 	ctl := newFakeControld(t)
-	a := makeRelease(t, store, "demo", "2026-11-20T10:00:00Z", aptTree("demo", 1))
+	a := makeRelease(t, cas, "demo", "2026-11-20T10:00:00Z", aptTree("demo", 1))
 	ctl.set(feedSite("demo", []string{hostA}, a))
 	cfg := testConfig(t, ctl)
 	cfg.Store = dir

@@ -1,7 +1,6 @@
 package edged
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/armor-apt/armor/internal/atomicfile"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -50,7 +50,7 @@ func (e *Edge) loadState(ctx context.Context) error {
 
 // saveState writes the feed and removes kept manifests it no longer needs.
 func (e *Edge) saveState(raw []byte, needed map[string]bool) error {
-	if err := writeFileAtomic(e.cfg.StateDir, routesFile, raw); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(e.cfg.StateDir, routesFile), raw, 0o600); err != nil {
 		return err
 	}
 	dir := manifestDir(e.cfg.StateDir)
@@ -86,7 +86,7 @@ func (e *Edge) loadRelease(ctx context.Context, sum string) (*release, error) {
 		}
 		data, name = b, "store object "+sum
 		if e.cfg.StateDir != "" {
-			if err := writeFileAtomic(manifestDir(e.cfg.StateDir), sum, data); err != nil {
+			if err := atomicfile.WriteFile(filepath.Join(manifestDir(e.cfg.StateDir), sum), data, 0o600); err != nil {
 				e.logger.Warn("manifest could not be kept on disk", "manifest", sum, "err", err)
 			}
 		}
@@ -123,37 +123,4 @@ func (e *Edge) fetchManifest(ctx context.Context, sum string) ([]byte, error) {
 func digest(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
-}
-
-// writeFileAtomic writes dir/name so that a reader (or a crash) sees the old content
-// or the new, never a part: temp file, fsync, rename, fsync of the directory.
-func writeFileAtomic(dir, name string, data []byte) error {
-	tmp, err := os.CreateTemp(dir, "."+name+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, bytes.NewReader(data)); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("sync %s: %w", name, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", name, err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("rename %s: %w", name, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory of %s: %w", name, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory of %s: %w", name, err)
-	}
-	return nil
 }

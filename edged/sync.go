@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/armor-apt/armor/manifest/cas"
+	"github.com/armor-apt/armor/store"
 )
 
 // maxFeedBytes bounds a routes feed body.
@@ -148,7 +148,7 @@ func (e *Edge) apply(ctx context.Context, f *Feed, raw []byte, warm bool) error 
 			}
 			err := e.need(ctx, s.Repository, r.ID, r.Manifest, needed)
 			switch {
-			case errors.Is(err, cas.ErrNotFound):
+			case errors.Is(err, store.ErrNotFound):
 				// Its objects may be collected too; serve what is left without it.
 				e.logger.Warn("retained release's manifest is not in the store; its by-hash and pool paths are not served",
 					"repository", s.Repository, "release", r.ID, "err", err)

@@ -9,6 +9,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/armor-apt/armor/internal/duration"
 )
 
 // TestRequestTimeout: a client has RequestTimeout to send each whole request header,
@@ -24,14 +26,14 @@ func TestRequestTimeout(t *testing.T) {
 
 	for _, poller := range []string{"edged", "go"} {
 		t.Run(poller, func(t *testing.T) {
-			store := newTestStore()
+			cas := newTestStore()
 			ctl := newFakeControld(t)
-			r := makeRelease(t, store, "demo", "2026-11-20T10:00:00Z", aptTree("demo", 1))
+			r := makeRelease(t, cas, "demo", "2026-11-20T10:00:00Z", aptTree("demo", 1))
 			v := ctl.set(feedSite("demo", []string{hostA}, r))
 			cfg := testConfig(t, ctl)
-			cfg.RequestTimeout = Duration(timeout)
+			cfg.RequestTimeout = duration.Duration(timeout)
 			cfg.ConnPoller = poller
-			e := startEdge(t, cfg, store)
+			e := startEdge(t, cfg, cas)
 			e.waitVersion(t, v)
 
 			dial := func(t *testing.T) (net.Conn, *bufio.Reader) {

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/armor-apt/armor/internal/testkit/apttest"
 	"github.com/armor-apt/armor/manifest"
-	"github.com/armor-apt/armor/testdata/apttest"
 )
 
 // treeServer serves a tree over HTTP on 127.0.0.1 and records the paths asked for.

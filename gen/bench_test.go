@@ -3,7 +3,7 @@ package gen_test
 // Benchmarks of the build at repository sizes of 10,000 and 100,000 packages.
 //
 // The synthetic .deb files are written once by a separate process
-// (`go run ./testdata/synth/cmd/synth`) into os.TempDir()/armor-bench-<n>, and kept there
+// (`go run ./cmd/synth`) into os.TempDir()/armor-bench-<n>, and kept there
 // for later runs (about 10 KiB per package on disk), so neither their generation nor its
 // memory counts in a benchmark. Each benchmark prepares its built tree before the timer
 // starts, once per process.
@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/armor-apt/armor/gen"
+	"github.com/armor-apt/armor/internal/atomicfile"
 	"github.com/armor-apt/armor/manifest"
 	"golang.org/x/sync/errgroup"
 )
@@ -60,7 +61,7 @@ func benchDebs(b *testing.B, n int) string {
 		b.Fatal(err)
 	}
 	start := time.Now()
-	cmd := exec.Command("go", "run", "./testdata/synth/cmd/synth", "-n", strconv.Itoa(n), "-o", tmp)
+	cmd := exec.Command("go", "run", "./cmd/synth", "-n", strconv.Itoa(n), "-o", tmp)
 	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("generate %d packages: %v\n%s", n, err, out)
@@ -153,7 +154,7 @@ func (r *benchRepo) build(b *testing.B) (res *gen.Result, build, save time.Durat
 	}
 	t2 := time.Now()
 	if !res.UpToDate {
-		if err := gen.WriteFileAtomic(r.Manifest, res.Encoded, 0o644); err != nil {
+		if err := atomicfile.WriteFile(r.Manifest, res.Encoded, 0o644); err != nil {
 			b.Fatal(err)
 		}
 	}

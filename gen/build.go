@@ -17,6 +17,7 @@ import (
 
 	"github.com/armor-apt/armor/gen/index"
 	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/internal/atomicfile"
 	"github.com/armor-apt/armor/manifest"
 	"golang.org/x/sync/errgroup"
 )
@@ -629,7 +630,7 @@ func (b *builder) nextCache(m *manifest.Manifest) []byte {
 // writeCache saves the stat cache. The cache is an accelerator: failing to save it costs
 // the next build time, not correctness.
 func (b *builder) writeCache(data []byte) {
-	_ = writeFileUnsynced(b.cachePath(), data, 0o644)
+	_ = atomicfile.WriteFileUnsynced(b.cachePath(), data, 0o644)
 }
 
 func (b *builder) cachePath() string { return filepath.Join(b.o.CacheDir, "inputs.txt") }

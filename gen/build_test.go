@@ -17,8 +17,8 @@ import (
 	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/gen/deb"
 	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/armor-apt/armor/manifest"
-	"github.com/armor-apt/armor/testdata/synth"
 )
 
 // withoutSignatures returns a copy of m without its id and without the InRelease and

@@ -18,8 +18,8 @@ import (
 
 	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/armor-apt/armor/manifest"
-	"github.com/armor-apt/armor/testdata/synth"
 )
 
 const (

@@ -4,11 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"github.com/armor-apt/armor/gen/index"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/armor-apt/armor/gen/index"
 )
 
 // ReleaseInfo is the header of a suite's Release file.

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/armor-apt/armor/internal/atomicfile"
 )
 
 func sampleStatCache() *statCache {
@@ -25,7 +27,7 @@ func sampleStatCache() *statCache {
 func TestStatCacheRoundTrip(t *testing.T) {
 	c := sampleStatCache()
 	path := filepath.Join(t.TempDir(), "cache", "inputs.txt")
-	if err := writeFileUnsynced(path, c.encode(), 0o644); err != nil {
+	if err := atomicfile.WriteFileUnsynced(path, c.encode(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if got := loadStatCache(path); !reflect.DeepEqual(got, c) {
@@ -100,7 +102,7 @@ func FuzzParseStatCache(f *testing.F) {
 func TestWriteFileUnsyncedReplaces(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "f")
 	for _, data := range []string{"one", "two"} {
-		if err := writeFileUnsynced(path, []byte(data), 0o600); err != nil {
+		if err := atomicfile.WriteFileUnsynced(path, []byte(data), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		got, err := os.ReadFile(path)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/armor-apt/armor/testdata/synth"
+	"github.com/armor-apt/armor/internal/testkit/synth"
 )
 
 // runTool runs a program in dir with a private GNUPGHOME and the C locale, and returns

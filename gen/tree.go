@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/armor-apt/armor/internal/atomicfile"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 )
@@ -46,7 +47,7 @@ type treeWriter struct {
 
 type staged struct{ tmp, final string }
 
-const tmpPrefix = ".armor-tmp-"
+const tmpPrefix = atomicfile.TempPrefix
 
 // stagingDir is where a build stages its files, inside the tree: on the tree's mount, so
 // that each rename into place is atomic, and in one directory, so that what a crashed
@@ -297,7 +298,7 @@ func moveAcross(tmp, final string) error {
 		return err
 	}
 	defer in.Close()
-	err = replaceFile(final, 0o644, true, func(w io.Writer) error {
+	err = atomicfile.Write(final, 0o644, true, func(w io.Writer) error {
 		_, err := io.Copy(w, in)
 		return err
 	})
@@ -305,7 +306,7 @@ func moveAcross(tmp, final string) error {
 		return err
 	}
 	os.Remove(tmp)
-	return syncDir(filepath.Dir(final))
+	return nil
 }
 
 // mountID identifies where a directory is for rename: its mount (the kernel reports mount
@@ -347,70 +348,4 @@ func syncTree(root string) error {
 		return fmt.Errorf("sync %s: %w", root, err)
 	}
 	return nil
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
-}
-
-// writeFileUnsynced replaces path with data through a temporary file and a rename,
-// without an fsync: for caches that check their own integrity when read.
-func writeFileUnsynced(path string, data []byte, perm os.FileMode) error {
-	return replaceFile(path, perm, false, writeAll(data))
-}
-
-// WriteFileAtomic writes one file atomically: temp file in the same directory, fsync,
-// rename, fsync of the directory.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	if err := replaceFile(path, perm, true, writeAll(data)); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-// replaceFile writes a temporary file beside path with fill, fsyncs it when durable, and
-// renames it over path. On error the temporary file is removed and path is untouched.
-func replaceFile(path string, perm os.FileMode, durable bool, fill func(io.Writer) error) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create directory %s: %w", dir, err)
-	}
-	f, err := os.CreateTemp(dir, tmpPrefix+"*-"+filepath.Base(path))
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	err = fill(f)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil && durable {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-// writeAll is the fill of replaceFile that writes data.
-func writeAll(data []byte) func(io.Writer) error {
-	return func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	}
 }

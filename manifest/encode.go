@@ -13,7 +13,7 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/armor-apt/armor/manifest/tomlfile"
+	"github.com/armor-apt/armor/internal/tomlfile"
 
 	"github.com/pelletier/go-toml/v2"
 )

@@ -8,13 +8,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/armor-apt/armor/manifest/tomlfile"
+	"github.com/armor-apt/armor/internal/duration"
+	"github.com/armor-apt/armor/internal/tomlfile"
 
-	"github.com/armor-apt/armor/manifest/hostname"
+	"github.com/armor-apt/armor/internal/hostname"
 )
 
 // File is armor.toml.
@@ -191,7 +191,7 @@ func (f *File) validate() error {
 		r.Hostnames[i] = n
 	}
 	if r.Retention != "" {
-		if _, err := ParseDuration(r.Retention); err != nil {
+		if _, err := PositiveDuration(r.Retention); err != nil {
 			return fmt.Errorf("repository.retention: %w", err)
 		}
 	}
@@ -236,7 +236,7 @@ func (f *File) validate() error {
 			}
 		}
 		if s.ValidFor != "" {
-			if _, err := ParseDuration(s.ValidFor); err != nil {
+			if _, err := PositiveDuration(s.ValidFor); err != nil {
 				return fmt.Errorf("%s: valid_for: %w", where, err)
 			}
 		}
@@ -313,18 +313,15 @@ func quoteOpt(v string) string {
 	return v
 }
 
-// ParseDuration accepts Go durations ("36h", "90m") and whole days ("7d").
-func ParseDuration(s string) (time.Duration, error) {
-	if d, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(d)
-		if err != nil || n <= 0 {
-			return 0, fmt.Errorf("%q is not a duration such as \"7d\" or \"36h\"", s)
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
+// PositiveDuration reads a duration in armor's one syntax ("7d", "48h", "90m") that
+// must be longer than zero, as a retention window or a Valid-Until span must.
+func PositiveDuration(s string) (time.Duration, error) {
+	d, err := duration.Parse(s)
+	if err != nil {
+		return 0, err
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%q is not a duration such as \"7d\" or \"36h\"", s)
+	if d <= 0 {
+		return 0, fmt.Errorf("%q is not a positive duration such as \"7d\" or \"36h\"", s)
 	}
 	return d, nil
 }

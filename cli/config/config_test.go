@@ -304,9 +304,9 @@ func TestParseDuration(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.in, func(t *testing.T) {
-			got, err := ParseDuration(c.in)
+			got, err := PositiveDuration(c.in)
 			if (err == nil) != c.ok || got != c.want {
-				t.Errorf("ParseDuration(%q) = %v, %v; want %v, ok=%v", c.in, got, err, c.want, c.ok)
+				t.Errorf("PositiveDuration(%q) = %v, %v; want %v, ok=%v", c.in, got, err, c.want, c.ok)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/armor-apt/armor/controld/api"
+	"github.com/armor-apt/armor/internal/duration"
 )
 
 func TestNormalizeHostnames(t *testing.T) {
@@ -39,8 +40,8 @@ func TestNormalizeHostnames(t *testing.T) {
 }
 
 func TestDurationJSON(t *testing.T) {
-	var v struct{ D api.Duration }
-	if err := json.Unmarshal([]byte(`{"D":"72h"}`), &v); err != nil || v.D.Duration != 72*time.Hour {
+	var v struct{ D duration.Duration }
+	if err := json.Unmarshal([]byte(`{"D":"3d"}`), &v); err != nil || v.D.D() != 72*time.Hour {
 		t.Fatalf("decode: %v, %v", v.D, err)
 	}
 	b, _ := json.Marshal(v)

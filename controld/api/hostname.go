@@ -3,7 +3,7 @@ package api
 import (
 	"fmt"
 
-	"github.com/armor-apt/armor/manifest/hostname"
+	"github.com/armor-apt/armor/internal/hostname"
 )
 
 // NormalizeHostnames normalises each hostname with hostname.Normalize (the one place

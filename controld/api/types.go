@@ -1,8 +1,9 @@
 package api
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/armor-apt/armor/internal/duration"
 )
 
 // Actions a token can be granted. Any action on a repository implies read on it.
@@ -24,22 +25,6 @@ const AllRepositories = "*"
 // paths, unless the repository sets its own window.
 const DefaultRetention = 48 * time.Hour
 
-// Duration is a time.Duration written in JSON as a Go duration string ("48h0m0s").
-type Duration struct{ time.Duration }
-
-// MarshalText writes the duration as time.Duration.String does.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
-
-// UnmarshalText reads a Go duration string such as "48h" or "90m".
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("duration %q: want a Go duration such as \"48h\"", b)
-	}
-	d.Duration = v
-	return nil
-}
-
 // Key is a public OpenPGP key registered for a repository. An InRelease signed by any
 // registered key is accepted, so a new key can be added before the old one is removed.
 type Key struct {
@@ -60,21 +45,21 @@ type Pointer struct {
 
 // Repository is one published APT repository.
 type Repository struct {
-	Name      string    `json:"name"`
-	Hostnames []string  `json:"hostnames"`
-	Keys      []Key     `json:"keys"`
-	Retention Duration  `json:"retention"`
-	CreatedAt time.Time `json:"created_at"`
-	CreatedBy string    `json:"created_by"`
-	Active    *Pointer  `json:"active"` // null until a release is first activated
+	Name      string            `json:"name"`
+	Hostnames []string          `json:"hostnames"`
+	Keys      []Key             `json:"keys"`
+	Retention duration.Duration `json:"retention"`
+	CreatedAt time.Time         `json:"created_at"`
+	CreatedBy string            `json:"created_by"`
+	Active    *Pointer          `json:"active"` // null until a release is first activated
 }
 
 // CreateRepoRequest is the body of POST /v1/repos.
 type CreateRepoRequest struct {
-	Name      string    `json:"name"`
-	Hostnames []string  `json:"hostnames,omitempty"`
-	Keys      []string  `json:"keys,omitempty"`      // armored public keys
-	Retention *Duration `json:"retention,omitempty"` // default 48h (or the server's)
+	Name      string             `json:"name"`
+	Hostnames []string           `json:"hostnames,omitempty"`
+	Keys      []string           `json:"keys,omitempty"`      // armored public keys
+	Retention *duration.Duration `json:"retention,omitempty"` // default 48h (or the server's)
 }
 
 // HostnamesRequest is the body of POST /v1/repos/{repo}/hostnames.
@@ -89,7 +74,7 @@ type KeyRequest struct {
 
 // RetentionRequest is the body of PUT /v1/repos/{repo}/retention.
 type RetentionRequest struct {
-	Retention Duration `json:"retention"`
+	Retention duration.Duration `json:"retention"`
 }
 
 // Release is a recorded release: a verified manifest, immutable once recorded.

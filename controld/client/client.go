@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/armor-apt/armor/controld/api"
+	"github.com/armor-apt/armor/internal/duration"
 )
 
 // Sentinels matched by *APIError with errors.Is.
@@ -191,7 +192,7 @@ func (c *Client) RemoveKey(ctx context.Context, repo, fingerprint string) (*api.
 // SetRetention sets a repository's retention window (admin).
 func (c *Client) SetRetention(ctx context.Context, repo string, d time.Duration) (*api.Repository, error) {
 	var out api.Repository
-	return &out, c.do(ctx, http.MethodPut, repoPath(repo, "retention"), api.RetentionRequest{Retention: api.Duration{Duration: d}}, &out)
+	return &out, c.do(ctx, http.MethodPut, repoPath(repo, "retention"), api.RetentionRequest{Retention: duration.Duration(d)}, &out)
 }
 
 // RecordRelease asks controld to verify and record the manifest object manifestSHA256

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/armor-apt/armor/testdata/synth"
+	"github.com/armor-apt/armor/internal/testkit/synth"
 )
 
 // The build must read 10,000 small packages in at most twice the time it takes

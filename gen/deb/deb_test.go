@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/armor-apt/armor/testdata/synth"
+	"github.com/armor-apt/armor/internal/testkit/synth"
 )
 
 func TestReadFileRealPackages(t *testing.T) {

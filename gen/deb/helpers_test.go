@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/armor-apt/armor/testdata/synth"
+	"github.com/armor-apt/armor/internal/testkit/synth"
 )
 
 const realDebDir = "../../testdata/debs"

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/armor-apt/armor/testdata/synth"
+	"github.com/armor-apt/armor/internal/testkit/synth"
 	"pault.ag/go/debian/control"
 )
 

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/armor-apt/armor/testdata/apttest"
+	"github.com/armor-apt/armor/internal/testkit/apttest"
 )
 
 // writeTree writes dists/test/main/binary-amd64/Packages{,.gz,.xz} and an unsigned Release

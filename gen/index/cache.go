@@ -14,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/armor-apt/armor/internal/atomicfile"
 )
 
 // Cache stores compressed chunks on disk, one file per chunk and format, named by the
@@ -54,9 +56,9 @@ type CacheStats struct {
 // Entry kinds. The suffix names the format and its parameters; change it whenever the bytes
 // a format produces for the same plain input change, so that old entries are not reused.
 const (
-	kindGzip = "gz9.1"   // one gzip member, level 9, deterministic header
-	kindXZ   = "xzht4.1" // one xz block, LZMA2 hash-table matcher, CRC64 check
-	tmpPre   = ".tmp-"   // prefix of entries being written
+	kindGzip = "gz9.1"               // one gzip member, level 9, deterministic header
+	kindXZ   = "xzht4.1"             // one xz block, LZMA2 hash-table matcher, CRC64 check
+	tmpPre   = atomicfile.TempPrefix // prefix of entries being written
 )
 
 // Each entry is the payload, then a trailer: aux (uint64 LE, meaning per kind), CRC-32C of
@@ -177,19 +179,7 @@ func entryCRC(name string, payloadAux []byte) uint32 {
 func (c *Cache) put(name string, payload []byte, aux uint64) (crc uint32, err error) {
 	entry := encodeEntry(name, payload, aux)
 	crc = binary.LittleEndian.Uint32(entry[len(entry)-trailerSize+8:])
-	f, err := os.CreateTemp(c.dir, tmpPre+name+".*")
-	if err != nil {
-		return 0, fmt.Errorf("write index cache entry %s: %w", name, err)
-	}
-	_, err = f.Write(entry)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(c.dir, name))
-	}
-	if err != nil {
-		os.Remove(f.Name())
+	if err := atomicfile.WriteFileUnsynced(filepath.Join(c.dir, name), entry, 0o644); err != nil {
 		return 0, fmt.Errorf("write index cache entry %s: %w", name, err)
 	}
 	c.markUsed(name)

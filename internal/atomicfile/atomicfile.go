@@ -1,0 +1,86 @@
+// Package atomicfile is armor's one way to replace a file that someone may be reading or
+// that must survive a crash: write a temporary file beside it, fsync it, rename it over
+// the old one, then fsync the directory (as restic's local backend does). A reader, or
+// a machine that loses power, sees the old content or the new, never a part.
+package atomicfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// TempPrefix starts the name of every temporary file this package writes, so that a
+// writer that died can be cleaned up after by name.
+const TempPrefix = ".armor-tmp-"
+
+// WriteFile replaces path with data, durably: temporary file, fsync, rename, fsync of
+// the directory. It creates the directory if needed. On error path is untouched.
+func WriteFile(path string, data []byte, perm os.FileMode) error {
+	return Write(path, perm, true, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// Write replaces path with what fill writes, through a temporary file in the same
+// directory and a rename. When durable, the file is fsynced before the rename and the
+// directory after it; without, the rename is still atomic for readers but a crash may
+// leave an empty or old file, which suits only caches that check what they read. On
+// error the temporary file is removed and path is untouched.
+func Write(path string, perm os.FileMode, durable bool, fill func(io.Writer) error) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create directory %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, TempPrefix+"*-"+filepath.Base(path))
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	err = fill(f)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if err == nil && durable {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if durable {
+		return SyncDir(dir)
+	}
+	return nil
+}
+
+// SyncDir fsyncs a directory, so that renames and new entries in it survive a crash.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// WriteFileUnsynced replaces path with data through a temporary file and a rename,
+// without fsync: readers never see a part, but a crash may leave the old file or an
+// empty one. It suits only caches that check what they read.
+func WriteFileUnsynced(path string, data []byte, perm os.FileMode) error {
+	return Write(path, perm, false, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
