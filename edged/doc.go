@@ -51,6 +51,7 @@
 // an opt-in for a lower latency tail under load (package edged/internal/connpoll says
 // why and what it was measured at).
 //
-// The edge never imports controld: it consumes the routes feed over HTTP with its own
-// types (feed.go describes the contract).
+// The edge talks to controld only over HTTP: of controld it imports only the wire
+// package controld/api, whose routes.go defines the routes feed, its validation and
+// both ends of its long poll.
 package edged

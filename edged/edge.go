@@ -122,7 +122,7 @@ func (e *Edge) Close() error {
 }
 
 // Version returns the routes version being served; 0 before any routes are loaded.
-func (e *Edge) Version() int64 {
+func (e *Edge) Version() uint64 {
 	if t := e.table.Load(); t != nil {
 		return t.version
 	}
