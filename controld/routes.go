@@ -2,19 +2,13 @@ package controld
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/state"
 )
-
-// MaxWait is the longest long poll of the routes feed.
-const MaxWait = 60 * time.Second
 
 // expiryInterval is how often the server looks for retention windows that ended.
 const expiryInterval = 30 * time.Second
@@ -45,13 +39,9 @@ func (n *notifier) broadcast() {
 // routes serves the routes feed: at once without If-None-Match or when the version
 // differs from it, else after the version changes or 304 when wait seconds pass.
 func (s *Server) routes(c *call) error {
-	wait := time.Duration(0)
-	if w := c.r.URL.Query().Get("wait"); w != "" {
-		n, err := strconv.Atoi(w)
-		if err != nil || n < 0 {
-			return badRequest("wait=%q: want a number of seconds from 0 to %d", w, int(MaxWait.Seconds()))
-		}
-		wait = min(time.Duration(n)*time.Second, MaxWait)
+	wait, err := api.RoutesWait(c.r.URL.Query())
+	if err != nil {
+		return badRequest("%v", err)
 	}
 	inm := c.r.Header.Get("If-None-Match")
 	timer := time.NewTimer(wait)
@@ -62,10 +52,9 @@ func (s *Server) routes(c *call) error {
 		if err != nil {
 			return err
 		}
-		etag := fmt.Sprintf("%q", strconv.FormatUint(snap.Version, 10))
-		c.w.Header().Set("ETag", etag)
+		c.w.Header().Set("ETag", api.RoutesETag(snap.Version))
 		c.w.Header().Set("Cache-Control", "no-cache")
-		if !etagMatches(inm, etag) {
+		if !api.RoutesUnchanged(inm, snap.Version) {
 			writeJSON(c.w, http.StatusOK, s.buildRoutes(c, snap))
 			return nil
 		}
@@ -79,17 +68,6 @@ func (s *Server) routes(c *call) error {
 		c.w.WriteHeader(http.StatusNotModified)
 		return nil
 	}
-}
-
-// etagMatches reports whether an If-None-Match header names etag (weak or strong).
-func etagMatches(header, etag string) bool {
-	for _, t := range strings.Split(header, ",") {
-		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
-		if t == etag || t == "*" {
-			return true
-		}
-	}
-	return false
 }
 
 // buildRoutes renders a snapshot for a token: only the repositories it may read.

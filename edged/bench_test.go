@@ -66,8 +66,9 @@ import (
 //
 // ARMOR_BENCH_PIN=0 runs everything unpinned, and ARMOR_BENCH_PROCS=N (default 1
 // pinned, 2 unpinned) sets nginx's workers and edged's GOMAXPROCS.
-// ARMOR_BENCH_POLLER=go measures edged with its connections in Go's poller instead of
-// its own (conn_poller), for an A/B of the two.
+// ARMOR_BENCH_POLLER=edged measures edged with its connections in its opt-in poller
+// (conn_poller = "edged", package connpoll) instead of Go's, for an A/B of the two;
+// docs/benchmarks.md has the loop that runs one.
 //
 // It reports req/s and p99 (µs) per object for both servers, and the cold-miss
 // throughput of edged reading from a local-directory rclone store.
@@ -115,7 +116,7 @@ func benchEdge(b *testing.B, cas *testStore, tree map[string][]byte, warm bool) 
 	cfg.CacheSize = 512 * MiB
 	cfg.StreamThreshold = 8 * MiB
 	if p := os.Getenv("ARMOR_BENCH_POLLER"); p != "" {
-		cfg.ConnPoller = p // "go" or "edged": the A/B of the connection poller
+		cfg.ConnPoller = p // "go" (the default) or "edged": the A/B of the connection poller
 	}
 	e := startEdge(b, cfg, cas)
 	e.waitVersion(b, v)

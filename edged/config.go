@@ -47,16 +47,20 @@ type Config struct {
 	AccessLog string `toml:"access_log"`
 	// FetchTimeout bounds one whole-object fetch from the store.
 	FetchTimeout duration.Duration `toml:"fetch_timeout"`
-	// RequestTimeout is how long a client has to send a whole request header, from
-	// connecting or from the end of the previous response: a keep-alive connection
-	// idle for longer is closed, and a request still incomplete gets 408. It is
-	// enforced within a quarter of itself (at most a second) after it passes.
+	// RequestTimeout is how long a client has to send a whole request, from connecting
+	// or from the end of the previous response: a keep-alive connection idle for longer
+	// is closed, and a request still incomplete gets 408. In Go's poller fasthttp
+	// enforces it (ReadTimeout and IdleTimeout), and a request on a keep-alive
+	// connection has it again from its first byte; with ConnPoller "edged" the
+	// connections enforce it, within a quarter of itself (at most a second) and 100 ms
+	// after it passes.
 	RequestTimeout duration.Duration `toml:"request_timeout"`
 	// ShutdownTimeout bounds the graceful shutdown of each listener.
 	ShutdownTimeout duration.Duration `toml:"shutdown_timeout"`
-	// ConnPoller is what public connections wait in: "edged" (the default), an epoll
-	// instance of edged's own that serves ready connections first in, first out, or
-	// "go", the Go runtime's poller. Outside Linux it is always "go".
+	// ConnPoller is what public connections wait in: "go" (the default), the Go
+	// runtime's poller, or "edged", the opt-in poller of package connpoll, an epoll
+	// instance of edged's own that serves ready connections first in, first out (a
+	// lower latency tail under load). Outside Linux it is always "go".
 	ConnPoller string `toml:"conn_poller"`
 	// Poll tunes the long poll of controld's routes feed.
 	Poll PollConfig `toml:"poll"`
@@ -82,7 +86,7 @@ func Defaults() Config {
 		FetchTimeout:    duration.Duration(2 * time.Minute),
 		RequestTimeout:  duration.Duration(60 * time.Second),
 		ShutdownTimeout: duration.Duration(10 * time.Second),
-		ConnPoller:      "edged",
+		ConnPoller:      "go",
 		Poll: PollConfig{
 			Wait:       duration.Duration(30 * time.Second),
 			BackoffMin: duration.Duration(500 * time.Millisecond),

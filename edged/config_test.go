@@ -28,7 +28,7 @@ func TestParseConfig(t *testing.T) {
 		err        string // substring of the error; "" for success
 	}{
 		{"minimal", `controld = "http://c:1"`, func(c Config) bool {
-			return c.Listen == "127.0.0.1:8080" && c.AdminListen == "127.0.0.1:9090" && c.CacheSize == 512*MiB && c.Poll.Wait.D() == 30*time.Second
+			return c.Listen == "127.0.0.1:8080" && c.AdminListen == "127.0.0.1:9090" && c.CacheSize == 512*MiB && c.Poll.Wait.D() == 30*time.Second && c.ConnPoller == "go"
 		}, ""},
 		{"sizes", "controld = \"http://c:1\"\ncache_size = \"1GiB\"\nstream_threshold = 1048576", func(c Config) bool {
 			return c.CacheSize == GiB && c.StreamThreshold == MiB
@@ -42,7 +42,7 @@ func TestParseConfig(t *testing.T) {
 		{"controld must be http", `controld = "ftp://c"`, nil, "controld"},
 		{"threshold over cache", "controld = \"http://c:1\"\ncache_size = \"1MiB\"\nstream_threshold = \"2MiB\"", nil, "stream_threshold"},
 		{"wait over 60s", "controld = \"http://c:1\"\n[poll]\nwait = \"90s\"", nil, "poll.wait"},
-		{"go's poller", "controld = \"http://c:1\"\nconn_poller = \"go\"", func(c Config) bool { return c.ConnPoller == "go" }, ""},
+		{"edged's poller", "controld = \"http://c:1\"\nconn_poller = \"edged\"", func(c Config) bool { return c.ConnPoller == "edged" }, ""},
 		{"unknown poller", "controld = \"http://c:1\"\nconn_poller = \"io_uring\"", nil, "conn_poller"},
 		{"backoff inverted", "controld = \"http://c:1\"\n[poll]\nbackoff_min = \"1m\"\nbackoff_max = \"1s\"", nil, "backoff"},
 	}

@@ -45,9 +45,13 @@
 //     store fetch. A damaged store object is 502; a missing object or an unreachable store 503
 //     with Retry-After: 5.
 //
-// On Linux, public connections wait in an epoll instance of edged's own, which wakes
-// ready connections first in, first out (Config.ConnPoller; connpoll_linux.go says why).
+// Public connections wait in Go's own poller, and fasthttp enforces
+// Config.RequestTimeout. With Config.ConnPoller "edged" (Linux) they wait instead in
+// an epoll instance of edged's own that wakes ready connections first in, first out:
+// an opt-in for a lower latency tail under load (package edged/internal/connpoll says
+// why and what it was measured at).
 //
-// The edge never imports controld: it consumes the routes feed over HTTP with its own
-// types (feed.go describes the contract).
+// The edge talks to controld only over HTTP: of controld it imports only the wire
+// package controld/api, whose routes.go defines the routes feed, its validation and
+// both ends of its long poll.
 package edged

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/valyala/fasthttp"
 
+	"github.com/armor-apt/armor/edged/internal/connpoll"
 	"github.com/armor-apt/armor/store"
 )
 
@@ -121,7 +122,7 @@ func (e *Edge) Close() error {
 }
 
 // Version returns the routes version being served; 0 before any routes are loaded.
-func (e *Edge) Version() int64 {
+func (e *Edge) Version() uint64 {
 	if t := e.table.Load(); t != nil {
 		return t.version
 	}
@@ -134,8 +135,6 @@ func (e *Edge) Handler() fasthttp.RequestHandler { return e.handle }
 // Serve serves the public listener until ctx is cancelled, then shuts down gracefully
 // (in-flight requests finish within Config.ShutdownTimeout) and returns nil.
 func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
-	// No ReadTimeout or IdleTimeout: the connections enforce RequestTimeout (see
-	// armRequestDeadline).
 	srv := &fasthttp.Server{
 		Handler:                      e.handle,
 		ErrorHandler:                 e.handleParseError,
@@ -148,17 +147,17 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 		CloseOnShutdown:              true,
 		Logger:                       fasthttpLogger{e.logger},
 	}
-	var p *connPoller // nil: the runtime's poller
-	if e.cfg.ConnPoller != "go" {
-		var err error
-		if p, err = newConnPoller(); err != nil {
-			e.logger.Warn("connections wait in Go's poller instead of edged's", "err", err)
-		}
-	}
+	inner, stop := e.connListener(ln)
 	// Closes the connections that outlive the shutdown timeout.
-	defer p.close()
-	tl := newTrackingListener(ln, p, e.cfg.RequestTimeout.D())
-	defer tl.stopClock()
+	defer stop()
+	if inner == ln {
+		// Go's poller: fasthttp enforces RequestTimeout. A new connection has it to
+		// send a whole request; a keep-alive connection has it to start the next one,
+		// and the request then has it again from its first byte.
+		srv.ReadTimeout = e.cfg.RequestTimeout.D()
+		srv.IdleTimeout = e.cfg.RequestTimeout.D()
+	}
+	tl := newTrackingListener(inner)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(tl) }()
 	select {
@@ -177,6 +176,22 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("shut down %s: %w", ln.Addr(), err)
 	}
 	return nil
+}
+
+// connListener returns what the public connections are accepted from: ln itself (Go's
+// poller, the default), or with conn_poller = "edged" a connpoll.Listener over it,
+// whose connections enforce RequestTimeout themselves; stop releases it once serving
+// ended. If edged's poller cannot start, Go's is used and a warning logged.
+func (e *Edge) connListener(ln net.Listener) (inner net.Listener, stop func()) {
+	if e.cfg.ConnPoller != "edged" {
+		return ln, func() {}
+	}
+	pl, err := connpoll.NewListener(ln, e.cfg.RequestTimeout.D())
+	if err != nil {
+		e.logger.Warn("connections wait in Go's poller instead of edged's", "err", err)
+		return ln, func() {}
+	}
+	return pl, pl.Stop
 }
 
 // handleParseError answers requests fasthttp could not read: 431 for oversized

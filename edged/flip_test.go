@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/internal/duration"
 )
 
@@ -280,10 +281,10 @@ func TestFeedRejected(t *testing.T) {
 	r2 := makeRelease(t, f.store, "demo", "2026-11-21T10:00:00Z", aptTree("demo", 2))
 	tests := []struct {
 		name  string
-		sites []FeedSite
+		sites []api.Site
 	}{
-		{"manifest of another repository", []FeedSite{feedSite("other", []string{hostB}, r2)}},
-		{"hostname claimed twice", []FeedSite{feedSite("demo", []string{hostA}, r2), feedSite("other", []string{"APT.example.test"}, f.b)}},
+		{"manifest of another repository", []api.Site{feedSite("other", []string{hostB}, r2)}},
+		{"hostname claimed twice", []api.Site{feedSite("demo", []string{hostA}, r2), feedSite("other", []string{"APT.example.test"}, f.b)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,13 +15,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/internal/duration"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/store"
@@ -140,19 +140,20 @@ func aptTree(repo string, gen int) map[string][]byte {
 	}
 }
 
-// fakeControld implements the routes feed contract on 127.0.0.1.
+// fakeControld serves the routes feed on 127.0.0.1, its long poll read with the same
+// controld/api functions controld uses.
 type fakeControld struct {
 	token   string
 	srv     *httptest.Server
 	mu      sync.Mutex
-	feed    Feed
+	feed    api.Routes
 	changed chan struct{}
 	polls   atomic.Int64
 }
 
 func newFakeControld(t testing.TB) *fakeControld {
 	t.Helper()
-	c := &fakeControld{token: "edge-secret", changed: make(chan struct{}), feed: Feed{Version: 1, GeneratedAt: time.Now().UTC()}}
+	c := &fakeControld{token: "edge-secret", changed: make(chan struct{}), feed: api.Routes{Version: 1, GeneratedAt: time.Now().UTC()}}
 	c.srv = httptest.NewServer(http.HandlerFunc(c.serve))
 	t.Cleanup(c.stop)
 	return c
@@ -166,10 +167,10 @@ func (c *fakeControld) stop() {
 func (c *fakeControld) url() string { return c.srv.URL }
 
 // set publishes new sites under the next version.
-func (c *fakeControld) set(sites ...FeedSite) int64 {
+func (c *fakeControld) set(sites ...api.Site) uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.feed = Feed{Version: c.feed.Version + 1, GeneratedAt: time.Now().UTC(), Sites: sites}
+	c.feed = api.Routes{Version: c.feed.Version + 1, GeneratedAt: time.Now().UTC(), Sites: sites}
 	close(c.changed)
 	c.changed = make(chan struct{})
 	return c.feed.Version
@@ -185,16 +186,19 @@ func (c *fakeControld) serve(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
 		return
 	}
-	wait, _ := strconv.Atoi(r.URL.Query().Get("wait"))
-	deadline := time.After(time.Duration(min(wait, 60)) * time.Second)
+	wait, err := api.RoutesWait(r.URL.Query())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	deadline := time.After(wait)
 	for {
 		c.mu.Lock()
 		feed, changed := c.feed, c.changed
 		c.mu.Unlock()
-		inm := r.Header.Get("If-None-Match")
-		if inm == "" || inm != fmt.Sprintf(`"%d"`, feed.Version) {
+		if !api.RoutesUnchanged(r.Header.Get("If-None-Match"), feed.Version) {
 			w.Header().Set("Content-Type", "application/json")
-			w.Header().Set("ETag", fmt.Sprintf(`"%d"`, feed.Version))
+			w.Header().Set("ETag", api.RoutesETag(feed.Version))
 			_ = json.NewEncoder(w).Encode(feed)
 			return
 		}
@@ -211,11 +215,11 @@ func (c *fakeControld) serve(w http.ResponseWriter, r *http.Request) {
 
 // feedSite makes the feed entry of a repository with an active release (activated a
 // minute ago) and retained ones.
-func feedSite(repo string, hosts []string, active *rel, retained ...*rel) FeedSite {
-	s := FeedSite{Repository: repo, Hostnames: hosts,
-		Active: &ActiveRelease{ID: active.m.ID, Manifest: active.sum, ActivatedAt: time.Now().Add(-time.Minute).UTC()}}
+func feedSite(repo string, hosts []string, active *rel, retained ...*rel) api.Site {
+	s := api.Site{Repository: repo, Hostnames: hosts,
+		Active: &api.RouteActive{ID: active.m.ID, Manifest: active.sum, ActivatedAt: time.Now().Add(-time.Minute).UTC()}}
 	for _, r := range retained {
-		s.Retained = append(s.Retained, RetainedRelease{ID: r.m.ID, Manifest: r.sum, Until: time.Now().Add(48 * time.Hour).UTC()})
+		s.Retained = append(s.Retained, api.Retained{ID: r.m.ID, Manifest: r.sum, Until: time.Now().Add(48 * time.Hour).UTC()})
 	}
 	return s
 }
@@ -291,7 +295,7 @@ func (te *testEdge) stop() {
 }
 
 // waitVersion waits until the edge serves routes version v.
-func (te *testEdge) waitVersion(t testing.TB, v int64) {
+func (te *testEdge) waitVersion(t testing.TB, v uint64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for te.Version() < v {

@@ -10,8 +10,15 @@ import (
 	"github.com/armor-apt/armor/store"
 )
 
-// TestGracefulShutdown: cancelling Serve's context lets an in-flight request finish.
+// TestGracefulShutdown: cancelling Serve's context lets an in-flight request finish,
+// over either poller.
 func TestGracefulShutdown(t *testing.T) {
+	for _, poller := range []string{"go", "edged"} {
+		t.Run(poller, func(t *testing.T) { testGracefulShutdown(t, poller) })
+	}
+}
+
+func testGracefulShutdown(t *testing.T, poller string) {
 	cas := newTestStore()
 	ctl := newFakeControld(t)
 	tree := aptTree("demo", 1)
@@ -21,6 +28,7 @@ func TestGracefulShutdown(t *testing.T) {
 	v := ctl.set(feedSite("demo", []string{hostA}, r))
 	cfg := testConfig(t, ctl)
 	cfg.StreamThreshold = 64 * KiB
+	cfg.ConnPoller = poller
 	e := startEdge(t, cfg, cas)
 	e.waitVersion(t, v)
 

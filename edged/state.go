@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/internal/atomicfile"
 	"github.com/armor-apt/armor/manifest"
 )
@@ -19,7 +21,8 @@ import (
 // The state directory keeps what a restart needs to route without controld or the
 // store:
 //
-//	<state_dir>/routes.json           the last applied routes feed, as controld sent it
+//	<state_dir>/routes.json           the last applied routes feed (as edged read it:
+//	                                  validated, without fields it does not know)
 //	<state_dir>/manifests/<sha256>    every manifest that feed needs, as stored
 //
 // Manifests are written before routes.json names them, and every file is written
@@ -41,15 +44,19 @@ func (e *Edge) loadState(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read kept routes: %w", err)
 	}
-	f, err := ParseFeed(raw)
+	r, err := api.ParseRoutes(raw)
 	if err != nil {
 		return fmt.Errorf("kept routes %s: %w", filepath.Join(e.cfg.StateDir, routesFile), err)
 	}
-	return e.apply(ctx, f, nil, false)
+	return e.apply(ctx, r, false, false)
 }
 
-// saveState writes the feed and removes kept manifests it no longer needs.
-func (e *Edge) saveState(raw []byte, needed map[string]bool) error {
+// saveState writes the routes and removes kept manifests they no longer need.
+func (e *Edge) saveState(r *api.Routes, needed map[string]bool) error {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode routes to keep: %w", err)
+	}
 	if err := atomicfile.WriteFile(filepath.Join(e.cfg.StateDir, routesFile), raw, 0o600); err != nil {
 		return err
 	}

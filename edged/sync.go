@@ -4,20 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/store"
 )
-
-// maxFeedBytes bounds a routes feed body.
-const maxFeedBytes = 64 << 20
 
 // errNotModified: controld's long poll ended without a change.
 var errNotModified = errors.New("routes not modified")
@@ -68,90 +63,74 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 
 // syncOnce polls once and applies what changed.
 func (e *Edge) syncOnce(ctx context.Context) error {
-	raw, err := e.poll(ctx)
+	r, err := e.poll(ctx)
 	if err != nil {
 		return err
 	}
-	f, err := ParseFeed(raw)
-	if err != nil {
-		return err
-	}
-	if f.Version == e.Version() && e.table.Load() != nil {
+	if r.Version == e.Version() && e.table.Load() != nil {
 		return errNotModified
 	}
-	return e.apply(ctx, f, raw, true)
+	return e.apply(ctx, r, true, true)
 }
 
 // poll fetches the routes feed: at once when no routes are loaded, else as a long poll
 // that returns errNotModified when the version did not change.
-func (e *Edge) poll(ctx context.Context) ([]byte, error) {
-	u := strings.TrimSuffix(e.cfg.Controld, "/") + "/v1/routes"
-	wait := e.cfg.Poll.Wait.D()
-	cur := e.table.Load()
-	if cur != nil && wait > 0 {
-		u += "?wait=" + strconv.Itoa(int(wait/time.Second))
+func (e *Edge) poll(ctx context.Context) (*api.Routes, error) {
+	var since uint64
+	var wait time.Duration
+	if cur := e.table.Load(); cur != nil {
+		since, wait = cur.version, e.cfg.Poll.Wait.D()
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait+30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	req, err := api.NewRoutesRequest(ctx, e.cfg.Controld, e.token, since, wait)
 	if err != nil {
 		return nil, fmt.Errorf("poll routes: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+e.token)
-	req.Header.Set("Accept", "application/json")
-	if cur != nil {
-		req.Header.Set("If-None-Match", `"`+strconv.FormatInt(cur.version, 10)+`"`)
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("poll routes from %s: %w", e.cfg.Controld, err)
 	}
 	defer resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusNotModified:
+	r, notModified, err := api.ReadRoutes(resp)
+	var se *api.StatusError
+	switch {
+	case notModified:
 		return nil, errNotModified
-	case http.StatusUnauthorized, http.StatusForbidden:
-		return nil, fmt.Errorf("poll routes from %s: controld refused the token (%s): check %s or token_file", e.cfg.Controld, resp.Status, TokenEnv)
-	default:
-		return nil, fmt.Errorf("poll routes from %s: %s", e.cfg.Controld, resp.Status)
+	case errors.As(err, &se) && (se.Status == http.StatusUnauthorized || se.Status == http.StatusForbidden):
+		return nil, fmt.Errorf("poll routes from %s: controld refused the token (%w): check %s or token_file", e.cfg.Controld, err, TokenEnv)
+	case err != nil:
+		return nil, fmt.Errorf("poll routes from %s: %w", e.cfg.Controld, err)
 	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxFeedBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("read routes from %s: %w", e.cfg.Controld, err)
-	}
-	if len(raw) > maxFeedBytes {
-		return nil, fmt.Errorf("read routes from %s: feed larger than %d bytes", e.cfg.Controld, maxFeedBytes)
-	}
-	return raw, nil
+	return r, nil
 }
 
-// apply makes f the served routes: it loads every manifest f needs, builds the new
+// apply makes r the served routes: it loads every manifest r needs, builds the new
 // path maps (reusing unchanged ones), pre-warms the index files of new active releases
-// when warm is set, persists f, and only then swaps the table. On error nothing
-// changes.
-func (e *Edge) apply(ctx context.Context, f *Feed, raw []byte, warm bool) error {
+// when warm is set, keeps r on disk when save is set, and only then swaps the table.
+// On error nothing changes.
+func (e *Edge) apply(ctx context.Context, r *api.Routes, save, warm bool) error {
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
 	now := time.Now()
 	needed := map[string]bool{}
-	for _, s := range f.Sites {
+	for _, s := range r.Sites {
 		if s.Active == nil {
 			continue
 		}
 		if err := e.need(ctx, s.Repository, s.Active.ID, s.Active.Manifest, needed); err != nil {
 			return err
 		}
-		for _, r := range s.Retained {
-			if !r.Until.After(now) {
+		for _, x := range s.Retained {
+			if !x.Until.After(now) {
 				continue
 			}
-			err := e.need(ctx, s.Repository, r.ID, r.Manifest, needed)
+			err := e.need(ctx, s.Repository, x.ID, x.Manifest, needed)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
 				// Its objects may be collected too; serve what is left without it.
 				e.logger.Warn("retained release's manifest is not in the store; its by-hash and pool paths are not served",
-					"repository", s.Repository, "release", r.ID, "err", err)
+					"repository", s.Repository, "release", x.ID, "err", err)
 			case err != nil:
 				return err
 			}
@@ -163,9 +142,9 @@ func (e *Edge) apply(ctx context.Context, f *Feed, raw []byte, warm bool) error 
 			old[s.repository] = s.routes
 		}
 	}
-	next := &table{version: f.Version, hosts: map[string]*site{}}
+	next := &table{version: r.Version, hosts: map[string]*site{}}
 	var fresh []*release
-	for _, fs := range f.Sites {
+	for _, fs := range r.Sites {
 		if fs.Active == nil || len(fs.Hostnames) == 0 {
 			continue
 		}
@@ -185,8 +164,8 @@ func (e *Edge) apply(ctx context.Context, f *Feed, raw []byte, warm bool) error 
 			return err
 		}
 	}
-	if raw != nil && e.cfg.StateDir != "" {
-		if err := e.saveState(raw, needed); err != nil {
+	if save && e.cfg.StateDir != "" {
+		if err := e.saveState(r, needed); err != nil {
 			e.logger.Warn("routes could not be kept on disk; serving them anyway", "err", err)
 		}
 	}
@@ -197,7 +176,7 @@ func (e *Edge) apply(ctx context.Context, f *Feed, raw []byte, warm bool) error 
 			delete(e.releases, sum)
 		}
 	}
-	e.logger.Info("routes applied", "version", f.Version, "sites", len(next.sites), "new_releases", len(fresh))
+	e.logger.Info("routes applied", "version", r.Version, "sites", len(next.sites), "new_releases", len(fresh))
 	return nil
 }
 

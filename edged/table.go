@@ -6,13 +6,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/manifest"
 )
 
 // table is one immutable routing table: every served hostname's path map. The edge
 // holds it in an atomic.Pointer and replaces it whole, so a request sees one version.
 type table struct {
-	version int64
+	version uint64
 	hosts   map[string]*site
 	sites   []*site
 }
@@ -21,7 +22,7 @@ type table struct {
 type site struct {
 	repository string
 	name       string // first hostname, the site label in metrics
-	active     ActiveRelease
+	active     api.RouteActive
 	routes     *routeMap
 }
 
@@ -84,7 +85,7 @@ func (r *route) lastModifiedAt(now int64) bool {
 }
 
 // routesKey identifies a routeMap's inputs.
-func routesKey(s FeedSite, now time.Time) string {
+func routesKey(s api.Site, now time.Time) string {
 	var b strings.Builder
 	b.WriteString(s.Active.ID)
 	b.WriteString(s.Active.ActivatedAt.UTC().Format(time.RFC3339))
@@ -100,7 +101,7 @@ func routesKey(s FeedSite, now time.Time) string {
 // buildRoutes makes the path map of a site: every path of the active release, then the
 // by-hash/ and pool/ paths of unexpired retained releases not already served (feed
 // order: the first listed wins). releases must hold every manifest named.
-func buildRoutes(s FeedSite, releases map[string]*release, now time.Time) *routeMap {
+func buildRoutes(s api.Site, releases map[string]*release, now time.Time) *routeMap {
 	act := releases[s.Active.Manifest]
 	type shared struct {
 		etag []byte

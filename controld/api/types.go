@@ -179,28 +179,6 @@ type CreateTokenResponse struct {
 	Secret string `json:"secret"`
 }
 
-// Routes is the routes feed (GET /v1/routes), per /work/notes/routes.md.
-type Routes struct {
-	Version     uint64    `json:"version"`
-	GeneratedAt time.Time `json:"generated_at"`
-	Sites       []Site    `json:"sites"`
-}
-
-// Site is one repository as edges serve it.
-type Site struct {
-	Repository string       `json:"repository"`
-	Hostnames  []string     `json:"hostnames"`
-	Active     *RouteActive `json:"active"`
-	Retained   []Retained   `json:"retained"`
-}
-
-// RouteActive is a site's active release.
-type RouteActive struct {
-	ID          string    `json:"id"`
-	Manifest    string    `json:"manifest"`
-	ActivatedAt time.Time `json:"activated_at"`
-}
-
 // Error codes in ErrorBody.
 const (
 	CodeBadRequest     = "bad_request"       // 400: malformed body, unknown field, bad value

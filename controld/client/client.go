@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -78,25 +77,17 @@ func New(baseURL, token string, httpClient *http.Client) *Client {
 
 // do sends a request with an optional JSON body and decodes a 2xx answer into out.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	_, err := c.send(ctx, method, path, nil, in, out)
-	return err
-}
-
-func (c *Client) send(ctx context.Context, method, path string, hdr http.Header, in, out any) (*http.Response, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return nil, fmt.Errorf("%s %s: encode request: %w", method, path, err)
+			return fmt.Errorf("%s %s: encode request: %w", method, path, err)
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	for k, v := range hdr {
-		req.Header[k] = v
+		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
@@ -105,25 +96,22 @@ func (c *Client) send(ctx context.Context, method, path string, hdr http.Header,
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotModified {
-		return resp, nil
-	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: read answer: %w", method, path, err)
+		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, decodeError(resp.StatusCode, data)
+		return decodeError(resp.StatusCode, data)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return nil, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+			return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
 		}
 	}
-	return resp, nil
+	return nil
 }
 
 func decodeError(status int, data []byte) *APIError {
@@ -262,23 +250,27 @@ func (c *Client) RevokeToken(ctx context.Context, name string) (*api.Token, erro
 }
 
 // Routes fetches the routes feed. With since > 0 it long-polls: controld answers when
-// the routes version differs from since, or after wait with ErrNotModified.
+// the routes version differs from since, or after wait with ErrNotModified. The routes
+// are validated (api.ParseRoutes).
 func (c *Client) Routes(ctx context.Context, since uint64, wait time.Duration) (*api.Routes, error) {
-	path := "/v1/routes"
-	hdr := http.Header{}
-	if since > 0 {
-		hdr.Set("If-None-Match", strconv.Quote(strconv.FormatUint(since, 10)))
-		if wait > 0 {
-			path += "?wait=" + strconv.Itoa(int(wait.Round(time.Second)/time.Second))
-		}
-	}
-	var out api.Routes
-	resp, err := c.send(ctx, http.MethodGet, path, hdr, nil, &out)
+	req, err := api.NewRoutesRequest(ctx, c.base, c.token, since, wait)
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode == http.StatusNotModified {
-		return nil, ErrNotModified
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("GET /v1/routes: %w", err)
 	}
-	return &out, nil
+	defer resp.Body.Close()
+	r, notModified, err := api.ReadRoutes(resp)
+	var se *api.StatusError
+	switch {
+	case notModified:
+		return nil, ErrNotModified
+	case errors.As(err, &se):
+		return nil, decodeError(se.Status, se.Body)
+	case err != nil:
+		return nil, fmt.Errorf("GET /v1/routes: %w", err)
+	}
+	return r, nil
 }

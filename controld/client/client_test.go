@@ -65,6 +65,11 @@ func TestRoutesRequest(t *testing.T) {
 		if r.URL.Path != "/v1/routes" {
 			t.Errorf("path = %s", r.URL.Path)
 		}
+		if r.Header.Get("Authorization") != "Bearer tok" {
+			w.WriteHeader(http.StatusUnauthorized)
+			io.WriteString(w, `{"error":{"code":"unauthorized","message":"unknown token"}}`)
+			return
+		}
 		if inm := r.Header.Get("If-None-Match"); inm == `"7"` {
 			if r.URL.Query().Get("wait") != "30" {
 				t.Errorf("wait = %q, want 30", r.URL.Query().Get("wait"))
@@ -84,5 +89,9 @@ func TestRoutesRequest(t *testing.T) {
 	r, err := c.Routes(context.Background(), 0, 0)
 	if err != nil || r.Version != 8 || r.Sites[0].Repository != "demo" || r.Sites[0].Active != nil {
 		t.Errorf("routes = %+v, %v", r, err)
+	}
+	var apiErr *client.APIError
+	if _, err := client.New(srv.URL, "wrong", nil).Routes(context.Background(), 0, 0); !errors.As(err, &apiErr) || !errors.Is(err, client.ErrUnauthorized) || apiErr.Code != "unauthorized" {
+		t.Errorf("refused token: %v; want an *APIError matching ErrUnauthorized", err)
 	}
 }

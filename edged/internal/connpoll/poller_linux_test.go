@@ -1,4 +1,4 @@
-package edged
+package connpoll
 
 import (
 	"bytes"
@@ -15,9 +15,9 @@ import (
 )
 
 // testPoller starts a poller and a loopback listener; the test's end closes both.
-func testPoller(t *testing.T) (*connPoller, net.Listener) {
+func testPoller(t *testing.T) (*poller, net.Listener) {
 	t.Helper()
-	p, err := newConnPoller()
+	p, err := newPoller()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func acceptPair(t *testing.T, ln net.Listener) (server, client net.Conn) {
 }
 
 // adoptedPair is acceptPair with the accepted end adopted by p.
-func adoptedPair(t *testing.T, p *connPoller, ln net.Listener) (*pollConn, net.Conn) {
+func adoptedPair(t *testing.T, p *poller, ln net.Listener) (*pollConn, net.Conn) {
 	t.Helper()
 	s, c := acceptPair(t, ln)
 	pc, ok := p.adopt(s).(*pollConn)

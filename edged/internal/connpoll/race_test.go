@@ -1,6 +1,6 @@
 //go:build race
 
-package edged
+package connpoll
 
 // raceEnabled: the race detector is on. It randomises the scheduler's run queue order.
 const raceEnabled = true

@@ -1,4 +1,4 @@
-package edged
+package connpoll
 
 import (
 	"io"

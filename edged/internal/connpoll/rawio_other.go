@@ -1,6 +1,6 @@
 //go:build !linux
 
-package edged
+package connpoll
 
 import "net"
 

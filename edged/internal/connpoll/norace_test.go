@@ -1,5 +1,5 @@
 //go:build !race
 
-package edged
+package connpoll
 
 const raceEnabled = false

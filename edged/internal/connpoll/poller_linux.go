@@ -1,4 +1,4 @@
-package edged
+package connpoll
 
 import (
 	"io"
@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// connPoller waits for the readiness of the public listener's connections on an epoll
+// poller waits for the readiness of the public listener's connections on an epoll
 // instance of its own, and wakes their goroutines in the order the kernel reported
 // them ready.
 //
@@ -27,7 +27,7 @@ import (
 //
 // The poller owns each adopted connection's socket outright: adopt duplicates the
 // descriptor and closes the runtime's, so no event reaches the runtime's poller twice.
-type connPoller struct {
+type poller struct {
 	epfd   int
 	epfile *os.File        // epfd, waited on in the runtime's poller (never call its Fd)
 	rc     syscall.RawConn // epfile's
@@ -51,8 +51,8 @@ type connPoller struct {
 	closeOnce sync.Once
 }
 
-// newConnPoller starts a poller; close stops it.
-func newConnPoller() (*connPoller, error) {
+// newPoller starts a poller; close stops it.
+func newPoller() (*poller, error) {
 	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, os.NewSyscallError("epoll_create1", err)
@@ -80,7 +80,7 @@ func newConnPoller() (*connPoller, error) {
 		unix.Close(kick)
 		return nil, err
 	}
-	p := &connPoller{
+	p := &poller{
 		epfd:   fd,
 		epfile: f,
 		kickfd: kick,
@@ -93,7 +93,7 @@ func newConnPoller() (*connPoller, error) {
 	return p, nil
 }
 
-func (p *connPoller) run() {
+func (p *poller) run() {
 	defer close(p.done)
 	// Read returns when epfile is closed (poll never reports done), or when the
 	// runtime cannot wait on it: then nothing would wake the connections, so they
@@ -105,7 +105,7 @@ func (p *connPoller) run() {
 // poll drains the epoll instance, records each connection's readiness and wakes the
 // goroutines waiting for it in the order the kernel reported them. It returns false:
 // wait for the instance to be readable again.
-func (p *connPoller) poll(epfd uintptr) bool {
+func (p *poller) poll(epfd uintptr) bool {
 	for {
 		// epoll_pwait with no signal mask: every architecture has it.
 		n, _, e := syscall.RawSyscall6(unix.SYS_EPOLL_PWAIT, epfd,
@@ -179,7 +179,7 @@ func eventID(ev *unix.EpollEvent) uint64 {
 
 // adopt moves c's socket to the poller. When c is not TCP, or its socket cannot be
 // moved, it returns c unchanged.
-func (p *connPoller) adopt(c net.Conn) net.Conn {
+func (p *poller) adopt(c net.Conn) net.Conn {
 	tc, rc, ok := tcpRawConn(c)
 	if !ok {
 		return c
@@ -221,14 +221,14 @@ func (p *connPoller) adopt(c net.Conn) net.Conn {
 	return pc
 }
 
-func (p *connPoller) forget(c *pollConn) {
+func (p *poller) forget(c *pollConn) {
 	p.mu.Lock()
 	delete(p.conns, c.id)
 	p.mu.Unlock()
 }
 
 // close stops the poller and closes the connections still open.
-func (p *connPoller) close() {
+func (p *poller) close() {
 	if p == nil {
 		return
 	}
@@ -243,7 +243,7 @@ func (p *connPoller) close() {
 }
 
 // closeConns stops adopting connections and closes those held.
-func (p *connPoller) closeConns() {
+func (p *poller) closeConns() {
 	p.mu.Lock()
 	p.closed = true
 	open := make([]*pollConn, 0, len(p.conns))
@@ -279,7 +279,7 @@ const writeTurn = 56 << 10
 
 // yield parks w's writer until the poller's next round, after the connections
 // ready by then. On a closed poller (its connections closed) it returns at once.
-func (p *connPoller) yield(w *waitPoint) {
+func (p *poller) yield(w *waitPoint) {
 	p.mu.Lock() // also keeps close from releasing kickfd under the write below
 	if p.closed {
 		p.mu.Unlock()
@@ -350,7 +350,7 @@ func (w *waitPoint) park() {
 // read from one goroutine at a time and write from one goroutine at a time; Close
 // and the deadline setters may come from any goroutine.
 type pollConn struct {
-	p             *connPoller
+	p             *poller
 	id            uint64
 	fd            int
 	local, remote net.Addr
