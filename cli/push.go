@@ -18,6 +18,7 @@ import (
 	"github.com/armor-apt/armor/internal/atomicfile"
 	"github.com/armor-apt/armor/internal/lockfile"
 	"github.com/armor-apt/armor/manifest"
+	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
 	"github.com/schollz/progressbar/v3"
 )
@@ -117,7 +118,7 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 	res := &pushResult{Release: m.ID, Manifest: mobj, Store: cas.String(), DryRun: o.DryRun}
 
 	bar := newPushBar(o.Progress)
-	stats, err := store.Push(ctx, cas, uploads, store.PushOptions{
+	stats, err := publish.UploadMissing(ctx, cas, uploads, publish.UploadOptions{
 		Concurrency: o.Jobs, Known: known, DryRun: o.DryRun, Progress: bar,
 	})
 	res.fill(stats)
@@ -125,8 +126,8 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 		return nil, fmt.Errorf("push to %s: %d of %d objects uploaded before the error; run armor push again to finish: %w", cas, stats.Uploaded, stats.Objects, err)
 	}
 	// The manifest goes last: a store holding it holds the whole release.
-	mstats, err := store.Push(ctx, cas, []store.Upload{{SHA256: mobj, Size: int64(len(mdata)), Path: mpath}},
-		store.PushOptions{Known: known, DryRun: o.DryRun})
+	mstats, err := publish.UploadMissing(ctx, cas, []publish.Upload{{SHA256: mobj, Size: int64(len(mdata)), Path: mpath}},
+		publish.UploadOptions{Known: known, DryRun: o.DryRun})
 	res.add(mstats)
 	if err != nil {
 		return nil, fmt.Errorf("push manifest to %s: %w; run armor push again to finish", cas, err)
@@ -151,7 +152,7 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 	return res, nil
 }
 
-func (r *pushResult) fill(s store.PushStats) {
+func (r *pushResult) fill(s publish.UploadStats) {
 	r.Objects, r.Known, r.Present, r.Uploaded = s.Objects, s.Known, s.Present, s.Uploaded
 	r.BytesUploaded, r.BytesPresent = s.BytesUploaded, s.BytesPresent
 	for _, u := range s.WouldUpload {
@@ -159,7 +160,7 @@ func (r *pushResult) fill(s store.PushStats) {
 	}
 }
 
-func (r *pushResult) add(s store.PushStats) {
+func (r *pushResult) add(s publish.UploadStats) {
 	r.Objects += s.Objects
 	r.Known += s.Known
 	r.Present += s.Present
@@ -172,7 +173,7 @@ func (r *pushResult) add(s store.PushStats) {
 }
 
 // treeUploads maps every object of the release to a file of the local tree holding it.
-func treeUploads(m *manifest.Manifest, treeDir string) ([]store.Upload, error) {
+func treeUploads(m *manifest.Manifest, treeDir string) ([]publish.Upload, error) {
 	paths := m.Paths()
 	names := make([]string, 0, len(paths))
 	for p := range paths {
@@ -180,14 +181,14 @@ func treeUploads(m *manifest.Manifest, treeDir string) ([]store.Upload, error) {
 	}
 	sort.Strings(names)
 	seen := make(map[string]bool, len(paths))
-	out := make([]store.Upload, 0, len(paths))
+	out := make([]publish.Upload, 0, len(paths))
 	for _, p := range names {
 		o := paths[p]
 		if seen[o.SHA256] {
 			continue
 		}
 		seen[o.SHA256] = true
-		out = append(out, store.Upload{SHA256: o.SHA256, Size: o.Size, Path: filepath.Join(treeDir, filepath.FromSlash(p))})
+		out = append(out, publish.Upload{SHA256: o.SHA256, Size: o.Size, Path: filepath.Join(treeDir, filepath.FromSlash(p))})
 	}
 	return out, nil
 }
@@ -260,13 +261,13 @@ func controldError(url, repo string, err error) error {
 	return fmt.Errorf("controld %s: %w", url, err)
 }
 
-func newPushBar(w io.Writer) func(store.PushProgress) {
+func newPushBar(w io.Writer) func(publish.UploadProgress) {
 	if w == nil || !isTerminal(w) {
 		return nil
 	}
 	var mu sync.Mutex
 	var bar *progressbar.ProgressBar
-	return func(p store.PushProgress) {
+	return func(p publish.UploadProgress) {
 		mu.Lock()
 		defer mu.Unlock()
 		if bar == nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/manifest"
+	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
 )
 
@@ -115,7 +116,7 @@ func republish(ctx context.Context, cfg *config.File, cl *client.Client, repo st
 		return nil, err
 	}
 	defer os.RemoveAll(staging)
-	var uploads []store.Upload
+	var uploads []publish.Upload
 	stage := func(data []byte) (manifest.File, error) {
 		sum := sha256.Sum256(data)
 		hexsum := hex.EncodeToString(sum[:])
@@ -123,7 +124,7 @@ func republish(ctx context.Context, cfg *config.File, cl *client.Client, repo st
 		if err := os.WriteFile(path, data, 0o644); err != nil {
 			return manifest.File{}, err
 		}
-		uploads = append(uploads, store.Upload{SHA256: hexsum, Size: int64(len(data)), Path: path})
+		uploads = append(uploads, publish.Upload{SHA256: hexsum, Size: int64(len(data)), Path: path})
 		return manifest.File{Size: int64(len(data)), SHA256: hexsum}, nil
 	}
 	next := *prev
@@ -175,7 +176,7 @@ func republish(ctx context.Context, cfg *config.File, cl *client.Client, repo st
 	if err != nil {
 		return nil, err
 	}
-	if _, err := store.Push(ctx, cas, uploads, store.PushOptions{}); err != nil {
+	if _, err := publish.UploadMissing(ctx, cas, uploads, publish.UploadOptions{}); err != nil {
 		return nil, fmt.Errorf("push re-signed release to %s: %w", cas, err)
 	}
 	rr, err := cl.RecordRelease(ctx, repo, mf.SHA256, true, cur.ID)
