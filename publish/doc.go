@@ -4,7 +4,8 @@
 //   - Push: upload what the store lacks of a release (UploadMissing, guided by the record
 //     of what the last push put there), then Record it in controld and activate it.
 //   - Record: hand a release already in the store to controld, activating it on the
-//     release active now (compare-and-swap).
+//     release active now (compare-and-swap); Activate: activate a recorded release,
+//     named by a prefix of its id.
 //   - Previous, RollbackPointer and Republish: roll back, either by flipping the pointer
 //     or by re-signing the previous release's content as a new release.
 //   - OpenStore, FetchObject and FetchManifest: reach the store and read an object or a

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/client"
 )
 
@@ -55,4 +57,46 @@ func controldError(url, repo string, err error) error {
 		return fmt.Errorf("controld %s: repository %s: %w; someone activated another release meanwhile: check `armor status` and push again", url, repo, err)
 	}
 	return fmt.Errorf("controld %s: %w", url, err)
+}
+
+// Activate makes a recorded release of repo active. release may be a unique prefix of
+// the release's id. expect is the release that must still be active for the flip to
+// happen (compare-and-swap); when empty, it is whatever is active when Activate starts.
+func Activate(ctx context.Context, c *client.Client, repo, release, expect string) (*api.Activation, error) {
+	id, err := resolveRelease(ctx, c, repo, release)
+	if err != nil {
+		return nil, err
+	}
+	if expect == "" {
+		st, err := c.Status(ctx, repo)
+		if err != nil {
+			return nil, err
+		}
+		if st.Active != nil {
+			expect = st.Active.Release
+		}
+	}
+	return c.Activate(ctx, repo, id, expect)
+}
+
+// resolveRelease returns the id of the one recorded release of repo that id is a prefix
+// of; a full id is taken as it is.
+func resolveRelease(ctx context.Context, c *client.Client, repo, id string) (string, error) {
+	if len(id) >= 64 {
+		return id, nil
+	}
+	rels, err := c.Releases(ctx, repo)
+	if err != nil {
+		return "", err
+	}
+	var match []string
+	for _, r := range rels {
+		if strings.HasPrefix(r.ID, id) {
+			match = append(match, r.ID)
+		}
+	}
+	if len(match) != 1 {
+		return "", fmt.Errorf("release %q matches %d recorded releases of %s; give more of its id", id, len(match), repo)
+	}
+	return match[0], nil
 }
