@@ -14,6 +14,7 @@ import (
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/client"
+	"github.com/armor-apt/armor/publish"
 )
 
 // ControlFlags select controld and the repository for the commands that talk to it.
@@ -148,34 +149,7 @@ func (c *ActivateCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	id := c.ID
-	if len(id) < 64 {
-		rels, err := cl.Releases(g.ctx, repo)
-		if err != nil {
-			return err
-		}
-		var match []string
-		for _, r := range rels {
-			if strings.HasPrefix(r.ID, id) {
-				match = append(match, r.ID)
-			}
-		}
-		if len(match) != 1 {
-			return fmt.Errorf("release %q matches %d recorded releases of %s; give more of its id", id, len(match), repo)
-		}
-		id = match[0]
-	}
-	expect := c.Expect
-	if expect == "" {
-		st, err := cl.Status(g.ctx, repo)
-		if err != nil {
-			return err
-		}
-		if st.Active != nil {
-			expect = st.Active.Release
-		}
-	}
-	a, err := cl.Activate(g.ctx, repo, id, expect)
+	a, err := publish.Activate(g.ctx, cl, repo, c.ID, c.Expect)
 	if err != nil {
 		return err
 	}

@@ -2,22 +2,15 @@ package cli
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/controld/client"
-	"github.com/armor-apt/armor/internal/atomicfile"
-	"github.com/armor-apt/armor/internal/lockfile"
-	"github.com/armor-apt/armor/manifest"
+	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
 	"github.com/schollz/progressbar/v3"
 )
@@ -42,10 +35,6 @@ func (c *PushCmd) Run(g *Globals) error {
 	}
 	return err
 }
-
-// storeAttempts bounds retries of a store request: enough for a transient error, few
-// enough that an endpoint that does not answer fails within about half a minute.
-const storeAttempts = 3
 
 type pushOptions struct {
 	Activate bool
@@ -75,198 +64,64 @@ type pushResult struct {
 	Elapsed       float64  `json:"elapsed_seconds"`
 }
 
+// runPush maps armor.toml onto publish.Push and its result onto what push prints.
 func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, error) {
-	start := time.Now()
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		return nil, err
 	}
-	// A build must not rewrite the manifest and the tree while they are read and uploaded.
-	unlock, err := lockfile.Lock(cfg.Resolve(cfg.Output.Cache), false)
-	if err != nil {
-		return nil, err
+	po := publish.PushOptions{
+		Manifest: cfg.Resolve(cfg.Output.Manifest),
+		Tree:     cfg.Resolve(cfg.Output.Tree),
+		Cache:    cfg.Resolve(cfg.Output.Cache),
+		Store:    o.Store,
+		Remote:   cfg.Remote(),
+		Jobs:     o.Jobs,
+		DryRun:   o.DryRun,
+		Progress: newPushBar(o.Progress),
 	}
-	defer unlock()
-	mpath := cfg.Resolve(cfg.Output.Manifest)
-	mdata, err := os.ReadFile(mpath)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("no manifest at %s: run `armor build` first", mpath)
-		}
-		return nil, fmt.Errorf("read manifest: %w", err)
-	}
-	m, err := manifest.Parse(mdata, mpath)
-	if err != nil {
-		return nil, err
-	}
-	cas := o.Store
-	if cas == nil {
-		if cas, err = openStore(ctx, cfg); err != nil {
-			return nil, err
+	if cfg.Controld.URL != "" {
+		po.Controld = &publish.Controld{
+			URL: cfg.Controld.URL, Repo: cfg.Repository.Name, Activate: o.Activate,
+			Client: func() (*client.Client, error) { return controlClient(cfg, "") },
 		}
 	}
-	treeDir := cfg.Resolve(cfg.Output.Tree)
-	uploads, err := treeUploads(m, treeDir)
-	if err != nil {
+	r, err := publish.Push(ctx, po)
+	if errors.Is(err, publish.ErrNoStore) {
+		return nil, noStoreError(cfg)
+	}
+	if r == nil {
 		return nil, err
 	}
-	statePath := pushedStatePath(cfg, cas.String())
-	known := knownObjects(statePath)
-	msum := sha256.Sum256(mdata)
-	mobj := hex.EncodeToString(msum[:])
-	res := &pushResult{Release: m.ID, Manifest: mobj, Store: cas.String(), DryRun: o.DryRun}
-
-	bar := newPushBar(o.Progress)
-	stats, err := store.Push(ctx, cas, uploads, store.PushOptions{
-		Concurrency: o.Jobs, Known: known, DryRun: o.DryRun, Progress: bar,
-	})
-	res.fill(stats)
-	if err != nil {
-		return nil, fmt.Errorf("push to %s: %d of %d objects uploaded before the error; run armor push again to finish: %w", cas, stats.Uploaded, stats.Objects, err)
-	}
-	// The manifest goes last: a store holding it holds the whole release.
-	mstats, err := store.Push(ctx, cas, []store.Upload{{SHA256: mobj, Size: int64(len(mdata)), Path: mpath}},
-		store.PushOptions{Known: known, DryRun: o.DryRun})
-	res.add(mstats)
-	if err != nil {
-		return nil, fmt.Errorf("push manifest to %s: %w; run armor push again to finish", cas, err)
-	}
-	res.Elapsed = time.Since(start).Seconds()
-	if o.DryRun {
-		return res, nil
-	}
-	// Remember what the store now holds, so the next push does not even ask about it.
-	if err := atomicfile.WriteFile(statePath, mdata, 0o644); err != nil {
-		return res, err
-	}
-	if cfg.Controld.URL == "" {
+	res := newPushResult(r)
+	if err == nil && !r.DryRun && po.Controld == nil {
 		res.Note = "no controld configured ([controld] url in armor.toml): the release is in the store but not recorded"
-		return res, nil
 	}
-	res.Controld = cfg.Controld.URL
-	if err := record(ctx, cfg, m, mobj, o.Activate, res); err != nil {
-		return res, err
-	}
-	res.Elapsed = time.Since(start).Seconds()
-	return res, nil
+	return res, err
 }
 
-func (r *pushResult) fill(s store.PushStats) {
-	r.Objects, r.Known, r.Present, r.Uploaded = s.Objects, s.Known, s.Present, s.Uploaded
-	r.BytesUploaded, r.BytesPresent = s.BytesUploaded, s.BytesPresent
+func newPushResult(r *publish.PushResult) *pushResult {
+	s := r.Uploads
+	res := &pushResult{
+		Release: r.Release, Manifest: r.Manifest, Store: r.Store,
+		Objects: s.Objects, Known: s.Known, Present: s.Present, Uploaded: s.Uploaded,
+		BytesUploaded: s.BytesUploaded, BytesPresent: s.BytesPresent,
+		DryRun: r.DryRun, Recorded: r.Recorded, Activated: r.Activated, Controld: r.Controld,
+		Elapsed: r.Elapsed.Seconds(),
+	}
 	for _, u := range s.WouldUpload {
-		r.WouldUpload = append(r.WouldUpload, u.Path)
+		res.WouldUpload = append(res.WouldUpload, u.Path)
 	}
+	return res
 }
 
-func (r *pushResult) add(s store.PushStats) {
-	r.Objects += s.Objects
-	r.Known += s.Known
-	r.Present += s.Present
-	r.Uploaded += s.Uploaded
-	r.BytesUploaded += s.BytesUploaded
-	r.BytesPresent += s.BytesPresent
-	for _, u := range s.WouldUpload {
-		r.WouldUpload = append(r.WouldUpload, u.Path)
-	}
-}
-
-// treeUploads maps every object of the release to a file of the local tree holding it.
-func treeUploads(m *manifest.Manifest, treeDir string) ([]store.Upload, error) {
-	paths := m.Paths()
-	names := make([]string, 0, len(paths))
-	for p := range paths {
-		names = append(names, p)
-	}
-	sort.Strings(names)
-	seen := make(map[string]bool, len(paths))
-	out := make([]store.Upload, 0, len(paths))
-	for _, p := range names {
-		o := paths[p]
-		if seen[o.SHA256] {
-			continue
-		}
-		seen[o.SHA256] = true
-		out = append(out, store.Upload{SHA256: o.SHA256, Size: o.Size, Path: filepath.Join(treeDir, filepath.FromSlash(p))})
-	}
-	return out, nil
-}
-
-// pushedStatePath is where push keeps the last manifest it pushed to a store: its
-// objects are known to be there, so the next push asks only about new ones.
-func pushedStatePath(cfg *config.File, cas string) string {
-	h := sha256.Sum256([]byte(cas))
-	return filepath.Join(cfg.Resolve(cfg.Output.Cache), "pushed-"+hex.EncodeToString(h[:8])+".toml")
-}
-
-func knownObjects(path string) map[string]bool {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil // no state: every object is checked
-	}
-	m, err := manifest.Parse(data, path)
-	if err != nil {
-		return nil
-	}
-	known := map[string]bool{}
-	for _, o := range m.Objects() {
-		known[o.SHA256] = true
-	}
-	// The pushed manifest itself is an object too.
-	s := sha256.Sum256(data)
-	known[hex.EncodeToString(s[:])] = true
-	return known
-}
-
-// record hands the release to controld and, unless told not to, activates it, expecting
-// the release that is active now to still be active (compare-and-swap).
-func record(ctx context.Context, cfg *config.File, m *manifest.Manifest, mobj string, activate bool, res *pushResult) error {
-	c, err := controlClient(cfg, "")
-	if err != nil {
-		return err
-	}
-	repo := cfg.Repository.Name
-	expect := ""
-	if activate {
-		st, err := c.Status(ctx, repo)
-		if err != nil {
-			return controldError(cfg.Controld.URL, repo, err)
-		}
-		if st.Active != nil {
-			expect = st.Active.Release
-		}
-	}
-	already := activate && expect == m.ID
-	if already || !activate {
-		expect = ""
-	}
-	rr, err := c.RecordRelease(ctx, repo, mobj, activate && !already, expect)
-	if err != nil {
-		return controldError(cfg.Controld.URL, repo, err)
-	}
-	res.Recorded = true
-	res.Activated = rr.Activation != nil || already
-	return nil
-}
-
-func controldError(url, repo string, err error) error {
-	var ae *client.APIError
-	if errors.As(err, &ae) && ae.Status == 404 {
-		return fmt.Errorf("controld %s: %w (create the repository with `armor repos create`)", url, err)
-	}
-	if errors.Is(err, client.ErrConflict) {
-		return fmt.Errorf("controld %s: repository %s: %w; someone activated another release meanwhile: check `armor status` and push again", url, repo, err)
-	}
-	return fmt.Errorf("controld %s: %w", url, err)
-}
-
-func newPushBar(w io.Writer) func(store.PushProgress) {
+func newPushBar(w io.Writer) func(publish.UploadProgress) {
 	if w == nil || !isTerminal(w) {
 		return nil
 	}
 	var mu sync.Mutex
 	var bar *progressbar.ProgressBar
-	return func(p store.PushProgress) {
+	return func(p publish.UploadProgress) {
 		mu.Lock()
 		defer mu.Unlock()
 		if bar == nil {

@@ -5,6 +5,6 @@
 // GCS, or a remote from the user's rclone.conf); Memory is the in-memory fake for fast
 // unit tests. Cross-cutting behaviour (retries, concurrency limits, request counting) is
 // added by wrapping a Store, never inside an implementation: WithRetry, WithLimit,
-// NewCounting. Push makes a release's objects present in a Store, uploading only the
-// missing ones. The shared contract tests are in package storetest.
+// NewCounting. The shared contract tests are in package storetest. Making a release's
+// objects present (uploading only the missing ones) is a workflow of package publish.
 package store

@@ -12,6 +12,7 @@ import (
 
 	"github.com/armor-apt/armor/store"
 	"github.com/armor-apt/armor/store/storetest"
+	"golang.org/x/sync/errgroup"
 )
 
 var errFlaky = errors.New("flaky store: try again")
@@ -109,22 +110,6 @@ func TestWithRetryPermanentErrors(t *testing.T) {
 	}
 }
 
-func TestWithRetryPush(t *testing.T) {
-	t.Parallel()
-	rel := writeRelease(t, t.TempDir(), 8, 5)
-	mem := store.NewMemory()
-	// The first three Puts fail after reading half a file: each retry must rewind it.
-	flaky := &flakyStore{Store: mem, failures: 3}
-	st, err := store.Push(context.Background(), store.WithRetry(flaky, 4, time.Millisecond), rel, store.PushOptions{Concurrency: 1})
-	if err != nil {
-		t.Fatalf("push through retries: %v", err)
-	}
-	if st.Uploaded != 5 {
-		t.Errorf("uploaded %d, want 5", st.Uploaded)
-	}
-	assertPresent(t, mem, rel)
-}
-
 // gaugeStore records the most calls in flight at once.
 type gaugeStore struct {
 	store.Store
@@ -146,9 +131,19 @@ func (g *gaugeStore) Has(ctx context.Context, sum string) (bool, error) {
 
 func TestWithLimit(t *testing.T) {
 	t.Parallel()
-	rel := writeRelease(t, t.TempDir(), 9, 30)
 	g := &gaugeStore{Store: store.NewMemory()}
-	if _, err := store.Push(context.Background(), store.WithLimit(g, 3), rel, store.PushOptions{Concurrency: 10}); err != nil {
+	// 30 checks, 10 at a time, through a limit of 3.
+	limited := store.WithLimit(g, 3)
+	var eg errgroup.Group
+	eg.SetLimit(10)
+	for i := range 30 {
+		o := storetest.RandomObject(9<<32|uint64(i), 100)
+		eg.Go(func() error {
+			_, err := limited.Has(context.Background(), o.Sum)
+			return err
+		})
+	}
+	if err := eg.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	if g.max > 3 || g.max < 2 {

@@ -1,4 +1,4 @@
-package store_test
+package publish_test
 
 import (
 	"context"
@@ -13,17 +13,19 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/armor-apt/armor/internal/testkit/s3test"
+	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
 	"github.com/armor-apt/armor/store/storetest"
 )
 
 // writeRelease writes n objects of varied sizes as files under dir and returns them as
 // uploads. seed makes the contents distinct between calls.
-func writeRelease(t testing.TB, dir string, seed uint64, n int) []store.Upload {
+func writeRelease(t testing.TB, dir string, seed uint64, n int) []publish.Upload {
 	t.Helper()
-	ups := make([]store.Upload, n)
+	ups := make([]publish.Upload, n)
 	for i := range ups {
 		o := storetest.RandomObject(seed<<32|uint64(i), 100+(i*7919)%5000)
 		ups[i] = writeUpload(t, dir, o)
@@ -31,16 +33,16 @@ func writeRelease(t testing.TB, dir string, seed uint64, n int) []store.Upload {
 	return ups
 }
 
-func writeUpload(t testing.TB, dir string, o storetest.Object) store.Upload {
+func writeUpload(t testing.TB, dir string, o storetest.Object) publish.Upload {
 	t.Helper()
 	path := filepath.Join(dir, o.Sum[:16]+".deb")
 	if err := os.WriteFile(path, o.Data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return store.Upload{SHA256: o.Sum, Size: int64(len(o.Data)), Path: path}
+	return publish.Upload{SHA256: o.Sum, Size: int64(len(o.Data)), Path: path}
 }
 
-func known(ups []store.Upload) map[string]bool {
+func known(ups []publish.Upload) map[string]bool {
 	m := make(map[string]bool, len(ups))
 	for _, u := range ups {
 		m[u.SHA256] = true
@@ -48,7 +50,7 @@ func known(ups []store.Upload) map[string]bool {
 	return m
 }
 
-func assertPresent(t testing.TB, s store.Store, ups []store.Upload) {
+func assertPresent(t testing.TB, s store.Store, ups []publish.Upload) {
 	t.Helper()
 	for _, u := range ups {
 		data, err := os.ReadFile(u.Path)
@@ -59,7 +61,27 @@ func assertPresent(t testing.TB, s store.Store, ups []store.Upload) {
 	}
 }
 
-// pushStores are the stores every push test runs against.
+// openLocal opens a store in a local directory.
+func openLocal(t *testing.T, dir string) *store.Rclone {
+	t.Helper()
+	s, err := store.OpenRclone(context.Background(), dir)
+	if err != nil {
+		t.Fatalf("OpenRclone(%s) = %v", dir, err)
+	}
+	return s
+}
+
+// openS3 opens a store on a fresh prefix of srv's bucket "armor".
+func openS3(t testing.TB, srv *s3test.Server, prefix string) *store.Rclone {
+	t.Helper()
+	s, err := store.OpenRclone(context.Background(), srv.Remote("armor", prefix))
+	if err != nil {
+		t.Fatalf("OpenRclone(S3 %s) = %v", srv.Endpoint, err)
+	}
+	return s
+}
+
+// pushStores are the stores every UploadMissing test runs against.
 func pushStores(t *testing.T) map[string]func(t *testing.T) store.Store {
 	srv := s3test.Start(t)
 	var n atomic.Int64
@@ -72,7 +94,7 @@ func pushStores(t *testing.T) map[string]func(t *testing.T) store.Store {
 	}
 }
 
-func TestPush(t *testing.T) {
+func TestUploadMissing(t *testing.T) {
 	t.Parallel()
 	for name, newStore := range pushStores(t) {
 		t.Run(name, func(t *testing.T) {
@@ -83,48 +105,48 @@ func TestPush(t *testing.T) {
 			s := store.NewCounting(newStore(t))
 
 			// The first push uploads everything, checking each object once.
-			st, err := store.Push(ctx, s, rel, store.PushOptions{})
+			st, err := publish.UploadMissing(ctx, s, rel, publish.UploadOptions{})
 			if err != nil {
 				t.Fatalf("first push: %v", err)
 			}
-			assertStats(t, "first push", st, store.PushStats{Objects: 40, Uploaded: 40, BytesUploaded: totalSize(rel)})
+			assertStats(t, "first push", st, publish.UploadStats{Objects: 40, Uploaded: 40, BytesUploaded: totalSize(rel)})
 			assertCounts(t, "first push", s.Counts(), store.Counts{Has: 40, Put: 40, BytesPut: totalSize(rel)})
 			assertPresent(t, s, rel)
 
 			// The second finds everything present and uploads nothing.
 			s.Reset()
-			st, err = store.Push(ctx, s, rel, store.PushOptions{Concurrency: 3})
+			st, err = publish.UploadMissing(ctx, s, rel, publish.UploadOptions{Concurrency: 3})
 			if err != nil {
 				t.Fatalf("second push: %v", err)
 			}
-			assertStats(t, "second push", st, store.PushStats{Objects: 40, Present: 40, BytesPresent: totalSize(rel)})
+			assertStats(t, "second push", st, publish.UploadStats{Objects: 40, Present: 40, BytesPresent: totalSize(rel)})
 			assertCounts(t, "second push", s.Counts(), store.Counts{Has: 40})
 
 			// Knowing the previous release, it does not even ask.
 			s.Reset()
-			st, err = store.Push(ctx, s, rel, store.PushOptions{Known: known(rel)})
+			st, err = publish.UploadMissing(ctx, s, rel, publish.UploadOptions{Known: known(rel)})
 			if err != nil {
 				t.Fatalf("push with everything known: %v", err)
 			}
-			assertStats(t, "push with everything known", st, store.PushStats{Objects: 40, Known: 40})
+			assertStats(t, "push with everything known", st, publish.UploadStats{Objects: 40, Known: 40})
 			assertCounts(t, "push with everything known", s.Counts(), store.Counts{})
 
 			// One new object (listed twice) costs one check and one upload.
 			added := writeUpload(t, dir, storetest.NewObject([]byte("hello_2.0_amd64.deb")))
-			next := append(append([]store.Upload{added}, rel...), added)
+			next := append(append([]publish.Upload{added}, rel...), added)
 			s.Reset()
-			st, err = store.Push(ctx, s, next, store.PushOptions{Known: known(rel)})
+			st, err = publish.UploadMissing(ctx, s, next, publish.UploadOptions{Known: known(rel)})
 			if err != nil {
 				t.Fatalf("push of one new object: %v", err)
 			}
-			assertStats(t, "push of one new object", st, store.PushStats{Objects: 41, Known: 40, Uploaded: 1, BytesUploaded: added.Size})
+			assertStats(t, "push of one new object", st, publish.UploadStats{Objects: 41, Known: 40, Uploaded: 1, BytesUploaded: added.Size})
 			assertCounts(t, "push of one new object", s.Counts(), store.Counts{Has: 1, Put: 1, BytesPut: added.Size})
-			assertPresent(t, s, []store.Upload{added})
+			assertPresent(t, s, []publish.Upload{added})
 		})
 	}
 }
 
-func totalSize(ups []store.Upload) int64 {
+func totalSize(ups []publish.Upload) int64 {
 	var n int64
 	for _, u := range ups {
 		n += u.Size
@@ -132,7 +154,7 @@ func totalSize(ups []store.Upload) int64 {
 	return n
 }
 
-func assertStats(t *testing.T, what string, got, want store.PushStats) {
+func assertStats(t *testing.T, what string, got, want publish.UploadStats) {
 	t.Helper()
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("%s: stats\n got %+v\nwant %+v", what, got, want)
@@ -146,17 +168,17 @@ func assertCounts(t *testing.T, what string, got, want store.Counts) {
 	}
 }
 
-func TestPushDryRun(t *testing.T) {
+func TestUploadMissingDryRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	rel := writeRelease(t, dir, 2, 10)
 	mem := store.NewMemory()
-	if _, err := store.Push(ctx, mem, rel[:4], store.PushOptions{}); err != nil {
+	if _, err := publish.UploadMissing(ctx, mem, rel[:4], publish.UploadOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	s := store.NewCounting(mem)
-	st, err := store.Push(ctx, s, rel, store.PushOptions{DryRun: true, Known: known(rel[:1])})
+	st, err := publish.UploadMissing(ctx, s, rel, publish.UploadOptions{DryRun: true, Known: known(rel[:1])})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +199,7 @@ func TestPushDryRun(t *testing.T) {
 	}
 }
 
-func TestPushTamperedFile(t *testing.T) {
+func TestUploadMissingTamperedFile(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
@@ -202,7 +224,7 @@ func TestPushTamperedFile(t *testing.T) {
 					t.Fatal(err)
 				}
 				s := newStore(t)
-				_, err = store.Push(context.Background(), s, rel, store.PushOptions{Concurrency: 1})
+				_, err = publish.UploadMissing(context.Background(), s, rel, publish.UploadOptions{Concurrency: 1})
 				if !errors.Is(err, store.ErrDigestMismatch) {
 					t.Fatalf("push of a tampered file = %v; want ErrDigestMismatch", err)
 				}
@@ -233,7 +255,7 @@ func (c *cancellingStore) Put(ctx context.Context, sum string, size int64, r io.
 	return created, err
 }
 
-func TestPushInterruptedThenResumed(t *testing.T) {
+func TestUploadMissingInterruptedThenResumed(t *testing.T) {
 	t.Parallel()
 	for name, newStore := range pushStores(t) {
 		t.Run(name, func(t *testing.T) {
@@ -243,7 +265,7 @@ func TestPushInterruptedThenResumed(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			cs := &cancellingStore{Store: s, after: 10, cancel: cancel}
-			first, err := store.Push(ctx, cs, rel, store.PushOptions{Concurrency: 4})
+			first, err := publish.UploadMissing(ctx, cs, rel, publish.UploadOptions{Concurrency: 4})
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("interrupted push = %v; want context.Canceled", err)
 			}
@@ -251,7 +273,7 @@ func TestPushInterruptedThenResumed(t *testing.T) {
 				t.Fatalf("interrupted push uploaded %d of 60; want at least 10 and not all", first.Uploaded)
 			}
 			counting := store.NewCounting(s)
-			second, err := store.Push(context.Background(), counting, rel, store.PushOptions{})
+			second, err := publish.UploadMissing(context.Background(), counting, rel, publish.UploadOptions{})
 			if err != nil {
 				t.Fatalf("resumed push: %v", err)
 			}
@@ -265,15 +287,15 @@ func TestPushInterruptedThenResumed(t *testing.T) {
 	}
 }
 
-func TestPushProgress(t *testing.T) {
+func TestUploadMissingProgress(t *testing.T) {
 	t.Parallel()
 	rel := writeRelease(t, t.TempDir(), 5, 20)
 	var mu sync.Mutex
-	var last store.PushProgress
+	var last publish.UploadProgress
 	calls := 0
-	_, err := store.Push(context.Background(), store.NewMemory(), rel, store.PushOptions{
+	_, err := publish.UploadMissing(context.Background(), store.NewMemory(), rel, publish.UploadOptions{
 		Known: known(rel[:5]),
-		Progress: func(p store.PushProgress) {
+		Progress: func(p publish.UploadProgress) {
 			mu.Lock()
 			defer mu.Unlock()
 			calls++
@@ -286,28 +308,28 @@ func TestPushProgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := store.PushProgress{ObjectsDone: 15, ObjectsTotal: 15, BytesDone: totalSize(rel[5:]), BytesTotal: totalSize(rel[5:])}
+	want := publish.UploadProgress{ObjectsDone: 15, ObjectsTotal: 15, BytesDone: totalSize(rel[5:]), BytesTotal: totalSize(rel[5:])}
 	if last != want || calls < 15 {
 		t.Errorf("last progress = %+v after %d calls; want %+v", last, calls, want)
 	}
 }
 
-func TestPushInvalidInput(t *testing.T) {
+func TestUploadMissingInvalidInput(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	a := writeUpload(t, dir, storetest.NewObject([]byte("a")))
 	tests := []struct {
 		name string
-		ups  []store.Upload
+		ups  []publish.Upload
 		want string
 	}{
-		{"invalid digest", []store.Upload{{SHA256: "abc", Size: 1, Path: a.Path}}, "invalid sha256"},
-		{"conflicting sizes", []store.Upload{a, {SHA256: a.SHA256, Size: 2, Path: "other.deb"}}, "other.deb"},
-		{"missing file", []store.Upload{{SHA256: a.SHA256, Size: 1, Path: filepath.Join(dir, "gone.deb")}}, "gone.deb"},
+		{"invalid digest", []publish.Upload{{SHA256: "abc", Size: 1, Path: a.Path}}, "invalid sha256"},
+		{"conflicting sizes", []publish.Upload{a, {SHA256: a.SHA256, Size: 2, Path: "other.deb"}}, "other.deb"},
+		{"missing file", []publish.Upload{{SHA256: a.SHA256, Size: 1, Path: filepath.Join(dir, "gone.deb")}}, "gone.deb"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := store.Push(context.Background(), store.NewMemory(), tc.ups, store.PushOptions{})
+			_, err := publish.UploadMissing(context.Background(), store.NewMemory(), tc.ups, publish.UploadOptions{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Push = %v; want an error containing %q", err, tc.want)
 			}
@@ -315,7 +337,7 @@ func TestPushInvalidInput(t *testing.T) {
 	}
 }
 
-func TestPushS3WrongCredentials(t *testing.T) {
+func TestUploadMissingS3WrongCredentials(t *testing.T) {
 	t.Parallel()
 	srv := s3test.Start(t)
 	srv.Remote("armor", "")
@@ -325,7 +347,7 @@ func TestPushS3WrongCredentials(t *testing.T) {
 		t.Fatalf("OpenRclone = %v", err)
 	}
 	rel := writeRelease(t, t.TempDir(), 6, 3)
-	_, err = store.Push(context.Background(), s, rel, store.PushOptions{})
+	_, err = publish.UploadMissing(context.Background(), s, rel, publish.UploadOptions{})
 	if err == nil {
 		t.Fatal("push with wrong credentials succeeded")
 	}
@@ -371,7 +393,7 @@ func silentEndpoint(t *testing.T) string {
 	return "http://" + ln.Addr().String()
 }
 
-func TestPushSilentEndpoint(t *testing.T) {
+func TestUploadMissingSilentEndpoint(t *testing.T) {
 	t.Parallel()
 	endpoint := silentEndpoint(t)
 	s, err := store.OpenRclone(context.Background(), s3test.EndpointRemote(endpoint, "k", "SECRET", "armor", "silent"))
@@ -383,7 +405,7 @@ func TestPushSilentEndpoint(t *testing.T) {
 	// store's bound, not from this context.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*store.RcloneRequestTimeout)
 	defer cancel()
-	_, err = store.Push(ctx, s, rel, store.PushOptions{})
+	_, err = publish.UploadMissing(ctx, s, rel, publish.UploadOptions{})
 	if err == nil {
 		t.Fatal("push to a silent endpoint succeeded")
 	}
@@ -396,4 +418,40 @@ func TestPushSilentEndpoint(t *testing.T) {
 			t.Errorf("error %q does not contain %q", err, w)
 		}
 	}
+}
+
+var errFlaky = errors.New("flaky store: try again")
+
+// flakyStore fails its first failures Puts, each after reading half the object, as a
+// dropped connection would.
+type flakyStore struct {
+	store.Store
+	failures int64
+	calls    atomic.Int64
+}
+
+func (f *flakyStore) Put(ctx context.Context, sum string, size int64, r io.Reader) (bool, error) {
+	if f.calls.Add(1) <= f.failures {
+		_, _ = io.CopyN(io.Discard, r, size/2)
+		return false, errFlaky
+	}
+	return f.Store.Put(ctx, sum, size, r)
+}
+
+// TestUploadMissingThroughRetries: a retrying store rewinds an upload's file between
+// tries.
+func TestUploadMissingThroughRetries(t *testing.T) {
+	t.Parallel()
+	rel := writeRelease(t, t.TempDir(), 8, 5)
+	mem := store.NewMemory()
+	// The first three Puts fail after reading half a file: each retry must rewind it.
+	flaky := &flakyStore{Store: mem, failures: 3}
+	st, err := publish.UploadMissing(context.Background(), store.WithRetry(flaky, 4, time.Millisecond), rel, publish.UploadOptions{Concurrency: 1})
+	if err != nil {
+		t.Fatalf("push through retries: %v", err)
+	}
+	if st.Uploaded != 5 {
+		t.Errorf("uploaded %d, want 5", st.Uploaded)
+	}
+	assertPresent(t, mem, rel)
 }

@@ -1,4 +1,4 @@
-package store
+package publish
 
 import (
 	"cmp"
@@ -11,54 +11,56 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/armor-apt/armor/store"
 	"golang.org/x/sync/errgroup"
 )
 
-// Upload is an object to push: its digest and size, and the local file holding it.
+// Upload is an object to make present in a store: its digest and size, and the local file
+// holding it.
 type Upload struct {
 	SHA256 string
 	Size   int64
 	Path   string
 }
 
-// PushOptions tune Push.
-type PushOptions struct {
+// UploadOptions tune UploadMissing.
+type UploadOptions struct {
 	// Concurrency is the number of objects checked and uploaded at once; default 8.
 	Concurrency int
 	// Known holds digests known to be present (the objects of the release pushed
-	// before): Push does not even check them.
+	// before): UploadMissing does not even check them.
 	Known map[string]bool
-	// DryRun only checks, and reports in PushStats.WouldUpload what would be uploaded.
+	// DryRun only checks, and reports in UploadStats.WouldUpload what would be uploaded.
 	DryRun bool
 	// Progress, if set, is called after every step, from any goroutine; it should be
 	// cheap and throttle its own output.
-	Progress func(PushProgress)
+	Progress func(UploadProgress)
 }
 
-// PushProgress counts the objects that Push checks (those not Known) and their bytes.
-type PushProgress struct {
+// UploadProgress counts the objects that UploadMissing checks (those not Known) and their bytes.
+type UploadProgress struct {
 	ObjectsDone, ObjectsTotal int
 	BytesDone, BytesTotal     int64
 }
 
-// PushStats says what a Push did. Objects counts distinct digests.
-type PushStats struct {
+// UploadStats says what an UploadMissing did. Objects counts distinct digests.
+type UploadStats struct {
 	Objects, Known, Present, Uploaded int
 	BytesUploaded, BytesPresent       int64
 	// WouldUpload lists, in a dry run, the objects missing from the store, by digest.
 	WouldUpload []Upload
 }
 
-// Push makes every upload present in s. It skips Known digests, checks the others with
+// UploadMissing makes every upload present in s. It skips Known digests, checks the others with
 // Has, and uploads the missing ones, streaming each from its file; the store verifies
 // size and SHA-256 as it reads, so a file that changed since the build is refused (the
 // error names it) and nothing is stored for it. A digest listed several times is handled
-// once. Push is idempotent: killed at any point and run again, it uploads only what did
+// once. UploadMissing is idempotent: killed at any point and run again, it uploads only what did
 // not arrive. On error it stops early and returns the stats so far.
-func Push(ctx context.Context, s Store, uploads []Upload, o PushOptions) (PushStats, error) {
+func UploadMissing(ctx context.Context, s store.Store, uploads []Upload, o UploadOptions) (UploadStats, error) {
 	todo, err := distinct(uploads)
 	if err != nil {
-		return PushStats{}, err
+		return UploadStats{}, err
 	}
 	p := &pusher{s: s, o: o}
 	p.stats.Objects = len(todo)
@@ -94,8 +96,8 @@ func distinct(uploads []Upload) ([]Upload, error) {
 	seen := make(map[string]Upload, len(uploads))
 	out := make([]Upload, 0, len(uploads))
 	for _, u := range uploads {
-		if !ValidDigest(u.SHA256) {
-			return nil, fmt.Errorf("push %s: %w: %q", u.Path, ErrInvalidDigest, u.SHA256)
+		if !store.ValidDigest(u.SHA256) {
+			return nil, fmt.Errorf("push %s: %w: %q", u.Path, store.ErrInvalidDigest, u.SHA256)
 		}
 		if u.Size < 0 {
 			return nil, fmt.Errorf("push %s: negative size %d", u.Path, u.Size)
@@ -114,15 +116,15 @@ func distinct(uploads []Upload) ([]Upload, error) {
 	return out, nil
 }
 
-// pusher is the shared state of one Push.
+// pusher is the shared state of one UploadMissing.
 type pusher struct {
-	s Store
-	o PushOptions
+	s store.Store
+	o UploadOptions
 
 	reportMu sync.Mutex // serialises Progress calls
 	mu       sync.Mutex
-	stats    PushStats
-	progress PushProgress
+	stats    UploadStats
+	progress UploadProgress
 	bytes    atomic.Int64 // BytesDone, updated while streaming
 }
 
@@ -164,13 +166,13 @@ func (p *pusher) upload(ctx context.Context, u Upload) (bool, error) {
 	}
 	if fi.Size() != u.Size {
 		return false, fmt.Errorf("push %s: the file changed since the build: it has %d bytes, the manifest says %d (rebuild): %w",
-			u.Path, fi.Size(), u.Size, ErrDigestMismatch)
+			u.Path, fi.Size(), u.Size, store.ErrDigestMismatch)
 	}
 	r := &progressReader{f: f, p: p}
 	created, err := p.s.Put(ctx, u.SHA256, u.Size, r)
 	// Bytes of a failed or redundant upload do not count as progress.
 	p.addBytes(-r.n)
-	if errors.Is(err, ErrDigestMismatch) {
+	if errors.Is(err, store.ErrDigestMismatch) {
 		return false, fmt.Errorf("push %s: the file changed since the build: its content no longer has sha256 %s (rebuild): %w",
 			u.Path, u.SHA256, err)
 	}
@@ -180,7 +182,7 @@ func (p *pusher) upload(ctx context.Context, u Upload) (bool, error) {
 	return created, nil
 }
 
-// done records an object as present; uploaded says whether this Push put it there (or,
+// done records an object as present; uploaded says whether this UploadMissing put it there (or,
 // in a dry run, would).
 func (p *pusher) done(u Upload, uploaded bool) {
 	p.mu.Lock()

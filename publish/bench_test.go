@@ -1,4 +1,4 @@
-package store_test
+package publish_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/armor-apt/armor/internal/testkit/s3test"
+	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
 	"github.com/armor-apt/armor/store/storetest"
 )
@@ -29,7 +30,7 @@ func benchmarkPushOneAdded(b *testing.B, n int) {
 	// The release already pushed: written straight into the server's directory, which
 	// is where serve s3 keeps objects.
 	files := b.TempDir()
-	rel := make([]store.Upload, n)
+	rel := make([]publish.Upload, n)
 	for i := range rel {
 		rel[i] = writeUpload(b, files, storetest.RandomObject(uint64(i), 200+i%3000))
 		dst := filepath.Join(srv.Dir, "armor", "bench", filepath.FromSlash(store.ObjectPath(rel[i].SHA256)))
@@ -51,7 +52,7 @@ func benchmarkPushOneAdded(b *testing.B, n int) {
 		b.StopTimer()
 		round++
 		prev := known(rel)
-		next := make([]store.Upload, len(rel))
+		next := make([]publish.Upload, len(rel))
 		copy(next, rel)
 		// One new .deb (a few hundred KiB) and 8 small index files changed.
 		next[0] = writeUpload(b, files, storetest.RandomObject(round<<40, 300<<10))
@@ -61,7 +62,7 @@ func benchmarkPushOneAdded(b *testing.B, n int) {
 		c.Reset()
 		b.StartTimer()
 
-		st, err := store.Push(context.Background(), c, next, store.PushOptions{Known: prev})
+		st, err := publish.UploadMissing(context.Background(), c, next, publish.UploadOptions{Known: prev})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,0 +1,17 @@
+// Package publish holds the workflows between a built tree and the world, as a library
+// the armor command calls:
+//
+//   - Push: upload what the store lacks of a release (UploadMissing, guided by the record
+//     of what the last push put there), then Record it in controld and activate it.
+//   - Record: hand a release already in the store to controld, activating it on the
+//     release active now (compare-and-swap); Activate: activate a recorded release,
+//     named by a prefix of its id.
+//   - Previous, RollbackPointer and Republish: roll back, either by flipping the pointer
+//     or by re-signing the previous release's content as a new release.
+//   - OpenStore, FetchObject and FetchManifest: reach the store and read an object or a
+//     manifest by hash, checked against it.
+//
+// It takes plain options (paths, an opened store or a remote, a controld client, a
+// signing key) and returns results; it never prints and never exits. Progress comes
+// through a callback. Reading armor.toml, flags and output are the command's (cli).
+package publish

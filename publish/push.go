@@ -1,0 +1,230 @@
+package publish
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/armor-apt/armor/controld/client"
+	"github.com/armor-apt/armor/internal/atomicfile"
+	"github.com/armor-apt/armor/internal/lockfile"
+	"github.com/armor-apt/armor/manifest"
+	"github.com/armor-apt/armor/store"
+)
+
+// PushOptions say what Push publishes, where, and how.
+type PushOptions struct {
+	Manifest string // the release manifest armor build wrote
+	Tree     string // the tree holding the release's files
+	// Cache is the repository's build cache: Push holds its lock (shared with other
+	// pushes, never with a build) and keeps there the record of what it pushed.
+	Cache string
+
+	// Store receives the objects. When nil, Push opens Remote with OpenStore once it has
+	// read the manifest.
+	Store  store.Store
+	Remote string
+
+	Jobs     int  // objects checked and uploaded at once; default 8
+	DryRun   bool // only find what would be uploaded; upload and record nothing
+	Progress func(UploadProgress)
+
+	// Controld, if set, is where the release is recorded once all its objects are in the
+	// store. Without it the release is pushed to the store only.
+	Controld *Controld
+}
+
+// Controld says where and how Push records a release.
+type Controld struct {
+	URL      string // named in errors
+	Repo     string
+	Activate bool // activate the release on the one active now (compare-and-swap)
+	// Client returns controld's client. Push calls it only once the release is in the
+	// store, so an error it returns (such as a missing token) leaves the upload done.
+	Client func() (*client.Client, error)
+}
+
+// PushResult says what a Push did.
+type PushResult struct {
+	Release  string // the release's id
+	Manifest string // the digest of its manifest, stored as an object too
+	Store    string
+	// Uploads counts the release's objects and its manifest together; in a dry run,
+	// WouldUpload lists the release's missing objects, then the manifest if missing.
+	Uploads UploadStats
+	DryRun  bool
+	// Controld is the URL of the controld the release was handed to, if it got that far.
+	Controld            string
+	Recorded, Activated bool
+	Elapsed             time.Duration
+}
+
+// Push makes a built release present in the store, uploading only what is missing, and
+// hands it to controld. It asks the store only about objects not recorded as pushed by
+// the last successful Push to the same store, uploads the manifest last (a store holding
+// it holds the whole release), then records that manifest as pushed. Killed at any point
+// and run again, it finishes the job.
+//
+// It returns a nil result with an error that stops it before everything is in the
+// store, and the result so far with an error after that.
+func Push(ctx context.Context, o PushOptions) (*PushResult, error) {
+	start := time.Now()
+	// A build must not rewrite the manifest and the tree while they are read and uploaded.
+	unlock, err := lockfile.Lock(o.Cache, false)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	mdata, m, err := readManifest(o.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	s := o.Store
+	if s == nil {
+		if s, err = OpenStore(ctx, o.Remote); err != nil {
+			return nil, err
+		}
+	}
+	res, err := uploadRelease(ctx, s, o, m, mdata)
+	if err != nil {
+		return nil, err
+	}
+	res.Elapsed = time.Since(start)
+	if o.DryRun {
+		return res, nil
+	}
+	// Remember what the store now holds, so the next push does not even ask about it.
+	if err := atomicfile.WriteFile(pushedStatePath(o.Cache, s), mdata, 0o644); err != nil {
+		return res, err
+	}
+	if o.Controld == nil {
+		return res, nil
+	}
+	if err := record(ctx, o.Controld, m, res); err != nil {
+		return res, err
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// readManifest reads and parses the manifest of the release to push.
+func readManifest(path string) ([]byte, *manifest.Manifest, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil, fmt.Errorf("no manifest at %s: run `armor build` first", path)
+		}
+		return nil, nil, fmt.Errorf("read manifest: %w", err)
+	}
+	m, err := manifest.Parse(data, path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, m, nil
+}
+
+// uploadRelease uploads the release's missing objects from the tree, then its manifest.
+func uploadRelease(ctx context.Context, s store.Store, o PushOptions, m *manifest.Manifest, mdata []byte) (*PushResult, error) {
+	known := knownObjects(pushedStatePath(o.Cache, s))
+	sum := sha256.Sum256(mdata)
+	mobj := hex.EncodeToString(sum[:])
+	res := &PushResult{Release: m.ID, Manifest: mobj, Store: s.String(), DryRun: o.DryRun}
+	stats, err := UploadMissing(ctx, s, treeUploads(m, o.Tree), UploadOptions{
+		Concurrency: o.Jobs, Known: known, DryRun: o.DryRun, Progress: o.Progress,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("push to %s: %d of %d objects uploaded before the error; run armor push again to finish: %w", s, stats.Uploaded, stats.Objects, err)
+	}
+	res.Uploads = stats
+	// The manifest goes last: a store holding it holds the whole release.
+	mstats, err := UploadMissing(ctx, s, []Upload{{SHA256: mobj, Size: int64(len(mdata)), Path: o.Manifest}},
+		UploadOptions{Known: known, DryRun: o.DryRun})
+	if err != nil {
+		return nil, fmt.Errorf("push manifest to %s: %w; run armor push again to finish", s, err)
+	}
+	res.Uploads.add(mstats)
+	return res, nil
+}
+
+// add counts the objects of another UploadMissing in s.
+func (s *UploadStats) add(o UploadStats) {
+	s.Objects += o.Objects
+	s.Known += o.Known
+	s.Present += o.Present
+	s.Uploaded += o.Uploaded
+	s.BytesUploaded += o.BytesUploaded
+	s.BytesPresent += o.BytesPresent
+	s.WouldUpload = append(s.WouldUpload, o.WouldUpload...)
+}
+
+// record hands the pushed release to controld.
+func record(ctx context.Context, o *Controld, m *manifest.Manifest, res *PushResult) error {
+	res.Controld = o.URL
+	c, err := o.Client()
+	if err != nil {
+		return err
+	}
+	activated, err := Record(ctx, c, RecordOptions{
+		URL: o.URL, Repo: o.Repo, Release: m.ID, Manifest: res.Manifest, Activate: o.Activate,
+	})
+	if err != nil {
+		return err
+	}
+	res.Recorded, res.Activated = true, activated
+	return nil
+}
+
+// treeUploads maps every object of the release to a file of the local tree holding it.
+func treeUploads(m *manifest.Manifest, treeDir string) []Upload {
+	paths := m.Paths()
+	names := make([]string, 0, len(paths))
+	for p := range paths {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	seen := make(map[string]bool, len(paths))
+	out := make([]Upload, 0, len(paths))
+	for _, p := range names {
+		o := paths[p]
+		if seen[o.SHA256] {
+			continue
+		}
+		seen[o.SHA256] = true
+		out = append(out, Upload{SHA256: o.SHA256, Size: o.Size, Path: filepath.Join(treeDir, filepath.FromSlash(p))})
+	}
+	return out
+}
+
+// pushedStatePath is where Push keeps the last manifest it pushed to a store: its
+// objects are known to be there, so the next push asks only about new ones.
+func pushedStatePath(cache string, s store.Store) string {
+	h := sha256.Sum256([]byte(s.String()))
+	return filepath.Join(cache, "pushed-"+hex.EncodeToString(h[:8])+".toml")
+}
+
+// knownObjects reads the objects recorded as pushed at path; without a readable record,
+// every object is checked.
+func knownObjects(path string) map[string]bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	m, err := manifest.Parse(data, path)
+	if err != nil {
+		return nil
+	}
+	known := map[string]bool{}
+	for _, o := range m.Objects() {
+		known[o.SHA256] = true
+	}
+	// The pushed manifest itself is an object too.
+	s := sha256.Sum256(data)
+	known[hex.EncodeToString(s[:])] = true
+	return known
+}

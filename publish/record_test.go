@@ -1,0 +1,252 @@
+package publish_test
+
+// Tests of recording, activating and rolling back against a real controld, in process
+// over HTTP on 127.0.0.1, sharing an in-memory store with the pushes.
+
+import (
+	"bytes"
+	"context"
+	"crypto"
+	"errors"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/armor-apt/armor/controld"
+	"github.com/armor-apt/armor/controld/api"
+	"github.com/armor-apt/armor/controld/client"
+	"github.com/armor-apt/armor/controld/state/bolt"
+	"github.com/armor-apt/armor/gen"
+	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/internal/testkit/synth"
+	"github.com/armor-apt/armor/manifest"
+	"github.com/armor-apt/armor/publish"
+	"github.com/armor-apt/armor/store"
+)
+
+// newControld starts a controld whose object store is s, creates the repository "test"
+// with the test key registered, and returns a client with every right.
+func newControld(t *testing.T, s store.Store) (*client.Client, string) {
+	t.Helper()
+	dir := t.TempDir()
+	secret, err := controld.CreateToken(dir, "root", []string{"*"}, []string{"admin", "push", "activate", "read"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := bolt.Open(filepath.Join(dir, controld.DBFile), &bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := controld.NewServer(controld.Config{}, s, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		hs.Close()
+		st.Close()
+	})
+	c := client.New(hs.URL, secret, hs.Client())
+	var pub bytes.Buffer
+	if err := loadTestKey(t).WritePublicArmored(&pub); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.CreateRepo(context.Background(), api.CreateRepoRequest{
+		Name: "test", Hostnames: []string{"apt.armor.test"}, Keys: []string{pub.String()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, hs.URL
+}
+
+func loadTestKey(t *testing.T) *sign.Key {
+	t.Helper()
+	f, err := os.Open(testKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	key, err := sign.ReadSecretKey(f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
+// pushTo pushes the project to s and records it in the controld at url.
+func pushTo(t *testing.T, p pushProject, s store.Store, c *client.Client, url string, activate bool) *publish.PushResult {
+	t.Helper()
+	o := p.options(s, 4)
+	o.Controld = &publish.Controld{URL: url, Repo: "test", Activate: activate,
+		Client: func() (*client.Client, error) { return c, nil }}
+	res, err := publish.Push(context.Background(), o)
+	if err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	return res
+}
+
+func activeRelease(t *testing.T, c *client.Client) string {
+	t.Helper()
+	st, err := c.Status(context.Background(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Active == nil {
+		return ""
+	}
+	return st.Active.Release
+}
+
+// TestPushRecordActivate: a push records and activates its release; pushed again it is
+// recorded without a flip; --no-activate records a draft that Activate, given a prefix
+// of its id, makes active.
+func TestPushRecordActivate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := store.NewMemory()
+	c, url := newControld(t, s)
+	p := newPushProject(t, "")
+
+	first := pushTo(t, p, s, c, url, true)
+	if !first.Recorded || !first.Activated || first.Controld != url || activeRelease(t, c) != first.Release {
+		t.Fatalf("first push: %+v; active %s", first, activeRelease(t, c))
+	}
+	again := pushTo(t, p, s, c, url, true)
+	if !again.Recorded || !again.Activated {
+		t.Errorf("push of the active release: %+v; want recorded and active", again)
+	}
+	if h, err := c.History(ctx, "test"); err != nil || len(h) != 1 {
+		t.Errorf("history after pushing the active release again: %d activations (%v), want 1", len(h), err)
+	}
+
+	if _, err := synth.WriteOne(filepath.Join(p.dir, "debs"), "added", "1.0-1", "amd64", ""); err != nil {
+		t.Fatal(err)
+	}
+	p.build(t)
+	draft := pushTo(t, p, s, c, url, false)
+	if !draft.Recorded || draft.Activated || activeRelease(t, c) != first.Release {
+		t.Fatalf("push without activation: %+v; active %s", draft, activeRelease(t, c))
+	}
+	if _, err := publish.Activate(ctx, c, "test", "", ""); err == nil || !strings.Contains(err.Error(), "matches 2 recorded releases") {
+		t.Errorf("Activate with an ambiguous prefix = %v", err)
+	}
+	a, err := publish.Activate(ctx, c, "test", draft.Release[:12], "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.From != first.Release || a.To != draft.Release || activeRelease(t, c) != draft.Release {
+		t.Errorf("Activate by prefix: %+v", a)
+	}
+}
+
+// TestPushControldClientLast: the controld client is asked for only once the release is
+// in the store, and never in a dry run.
+func TestPushControldClientLast(t *testing.T) {
+	t.Parallel()
+	s := store.NewMemory()
+	p := newPushProject(t, "")
+	errNoToken := errors.New("no token")
+	calls := 0
+	o := p.options(s, 2)
+	o.Controld = &publish.Controld{URL: "http://controld.invalid", Repo: "test", Activate: true,
+		Client: func() (*client.Client, error) { calls++; return nil, errNoToken }}
+
+	o.DryRun = true
+	if _, err := publish.Push(context.Background(), o); err != nil || calls != 0 {
+		t.Fatalf("dry run: %v, %d client calls", err, calls)
+	}
+	o.DryRun = false
+	res, err := publish.Push(context.Background(), o)
+	if !errors.Is(err, errNoToken) || res == nil || res.Recorded || res.Controld != o.Controld.URL {
+		t.Fatalf("push without a token = %+v, %v", res, err)
+	}
+	if ok, err := s.Has(context.Background(), res.Manifest); !ok || err != nil {
+		t.Errorf("the store lacks the manifest of a push that failed at controld (%v, %v)", ok, err)
+	}
+}
+
+// TestRepublish: a rollback re-signs the previous release's content as a new release on
+// top of the current one, dated after it, and activates it.
+func TestRepublish(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := store.NewMemory()
+	c, url := newControld(t, s)
+	p := newPushProject(t, "")
+	first := pushTo(t, p, s, c, url, true)
+	if _, err := synth.WriteOne(filepath.Join(p.dir, "debs"), "added", "1.0-1", "amd64", ""); err != nil {
+		t.Fatal(err)
+	}
+	p.build(t)
+	second := pushTo(t, p, s, c, url, true)
+
+	st, err := publish.Previous(ctx, c, "test")
+	if err != nil || st.Previous != first.Release {
+		t.Fatalf("Previous = %+v, %v; want %s", st, err, first.Release)
+	}
+	a, err := publish.Republish(ctx, publish.RepublishOptions{
+		Client: c, URL: url, Repo: "test", Status: st, Store: s,
+		Key:  func() (*sign.Key, error) { return loadTestKey(t), nil },
+		Hash: crypto.SHA512, Cache: p.cache(),
+	})
+	if err != nil {
+		t.Fatalf("Republish: %v", err)
+	}
+	if !a.Rollback || a.From != second.Release || activeRelease(t, c) != a.To {
+		t.Errorf("activation %+v; want a rollback from %s", a, second.Release)
+	}
+	rel, err := c.Release(ctx, "test", a.To)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := publish.FetchManifest(ctx, s, rel.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := loadPushed(t, s, first.Manifest)
+	cur := loadPushed(t, s, second.Manifest)
+	if next.Parent != second.Release || !slices.Equal(next.Packages, prev.Packages) {
+		t.Errorf("rollback release: parent %s, %d packages; want parent %s and the %d packages of %s",
+			next.Parent, len(next.Packages), second.Release, len(prev.Packages), first.Release)
+	}
+	if got, was := releaseDate(t, s, next), releaseDate(t, s, cur); !got.After(was) {
+		t.Errorf("the re-signed Release is dated %v, not after the current one's %v", got, was)
+	}
+	if tmp, _ := filepath.Glob(filepath.Join(p.cache(), "rollback-*")); len(tmp) != 0 {
+		t.Errorf("Republish left its staging %v", tmp)
+	}
+}
+
+func loadPushed(t *testing.T, s store.Store, sum string) *manifest.Manifest {
+	t.Helper()
+	m, err := publish.FetchManifest(context.Background(), s, sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// releaseDate is the Date of the suite's Release in m.
+func releaseDate(t *testing.T, s store.Store, m *manifest.Manifest) time.Time {
+	t.Helper()
+	o, ok := m.Paths()["dists/stable/Release"]
+	if !ok {
+		t.Fatalf("release %s has no dists/stable/Release", m.ID)
+	}
+	data, err := publish.FetchObject(context.Background(), s, o.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := gen.ReleaseDate(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
