@@ -6,7 +6,7 @@ BIN     := bin
 ARMOR   := $(BIN)/armor
 S3      := $(BIN)/s3server
 PKGS    := ./...
-RACE    := ./controld/... ./edged/... ./store/... ./gen
+RACE    := ./controld/... ./edged/... ./store/... ./publish/... ./gen
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: all build test test-race bench lint demo demo-stop deps clean fuzz
