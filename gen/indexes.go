@@ -19,6 +19,7 @@ import (
 
 	"github.com/armor-apt/armor/gen/deb"
 	"github.com/armor-apt/armor/gen/index"
+	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -43,7 +44,7 @@ func (b *builder) generate(ctx context.Context) error {
 	for _, s := range b.o.Suites {
 		dist := "dists/" + s.Codename + "/"
 		prevSums := b.previousReleaseSums(dist+"Release", prevFiles)
-		sums := map[string]Digests{}
+		sums := map[string]release.Digests{}
 		changed := false
 		for _, comp := range s.Components {
 			for _, arch := range s.Architectures {
@@ -106,7 +107,7 @@ func groupIndexes(pkgs []manifest.Package, suites []Suite) map[indexKey][]*manif
 
 // previousReleaseSums reads the previous Release from the tree, if it is the one the
 // previous manifest lists, for the MD5 and SHA1 sums of reused indexes.
-func (b *builder) previousReleaseSums(rel string, prevFiles map[string]manifest.File) map[string]Digests {
+func (b *builder) previousReleaseSums(rel string, prevFiles map[string]manifest.File) map[string]release.Digests {
 	want, ok := prevFiles[rel]
 	if !ok {
 		return nil
@@ -115,18 +116,18 @@ func (b *builder) previousReleaseSums(rel string, prevFiles map[string]manifest.
 	if err != nil || int64(len(data)) != want.Size || sha256Hex(data) != want.SHA256 {
 		return nil
 	}
-	sums, err := ParseReleaseSums(data)
+	f, err := release.Parse(data)
 	if err != nil {
 		return nil
 	}
-	return sums
+	return f.Sums
 }
 
 var variants = []string{"", ".gz", ".xz"}
 
 // reuseIndex keeps an index whose package list did not change and whose files the tree
 // and the previous Release still vouch for.
-func (b *builder) reuseIndex(dist, rel string, members, old []*manifest.Package, prevSums map[string]Digests, prevFiles map[string]manifest.File, sums map[string]Digests) bool {
+func (b *builder) reuseIndex(dist, rel string, members, old []*manifest.Package, prevSums map[string]release.Digests, prevFiles map[string]manifest.File, sums map[string]release.Digests) bool {
 	if prevSums == nil || b.o.Verify || !slices.EqualFunc(members, old, func(a, b *manifest.Package) bool { return *a == *b }) {
 		return false
 	}
@@ -158,7 +159,7 @@ func byHashPath(indexPath, sum string) string {
 }
 
 // writeIndex regenerates one Packages index in its three forms.
-func (b *builder) writeIndex(dist, rel string, members, old []*manifest.Package, sums map[string]Digests) error {
+func (b *builder) writeIndex(dist, rel string, members, old []*manifest.Package, sums map[string]release.Digests) error {
 	stanzas, err := b.stanzas(dist+rel, members, old)
 	if err != nil {
 		return err
@@ -437,7 +438,7 @@ func stanzaField(st []byte, prefix string) []byte {
 
 // digestsOf computes the three sums Release lists, in parallel: an index of 100,000
 // packages is tens of megabytes.
-func digestsOf(data []byte) Digests {
+func digestsOf(data []byte) release.Digests {
 	hs := []hash.Hash{md5.New(), sha1.New(), sha256.New()}
 	var wg sync.WaitGroup
 	for _, h := range hs {
@@ -448,7 +449,7 @@ func digestsOf(data []byte) Digests {
 		}()
 	}
 	wg.Wait()
-	return Digests{
+	return release.Digests{
 		Size:   int64(len(data)),
 		MD5:    hex.EncodeToString(hs[0].Sum(nil)),
 		SHA1:   hex.EncodeToString(hs[1].Sum(nil)),

@@ -1,24 +1,24 @@
 package gen
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/armor-apt/armor/gen/pool"
+	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/manifest"
 )
 
 // writeRelease writes and signs dists/<codename>/Release, InRelease and Release.gpg,
 // unless no index of the suite changed and the Release header is the same as before, in
 // which case the previous signed files are kept as they are.
-func (b *builder) writeRelease(s Suite, dist string, sums map[string]Digests, changed bool, prevFiles map[string]manifest.File) error {
+func (b *builder) writeRelease(s Suite, dist string, sums map[string]release.Digests, changed bool, prevFiles map[string]manifest.File) error {
 	desc := s.Description
 	if desc == "" {
 		desc = b.o.Description
 	}
-	info := ReleaseInfo{
+	info := release.Header{
 		Origin: b.o.Origin, Label: b.o.Label, Suite: s.Suite, Codename: s.Codename,
 		Description: desc, Date: b.o.Date,
 		Architectures: s.Architectures, Components: s.Components,
@@ -27,10 +27,10 @@ func (b *builder) writeRelease(s Suite, dist string, sums map[string]Digests, ch
 	if s.ValidFor > 0 {
 		info.ValidUntil = b.o.Date.Add(s.ValidFor)
 	}
-	release := MakeRelease(info, sums)
+	text := release.Make(info, sums)
 	names := []string{"Release", "Release.gpg", "InRelease"}
 	if !changed && !b.o.Resign {
-		if old, ok := b.previousFile(dist+"Release", prevFiles); ok && bytes.Equal(releaseBody(old), releaseBody(release)) {
+		if old, ok := b.previousFile(dist+"Release", prevFiles); ok && release.SameButDates(old, text) {
 			var keep []manifest.File
 			for _, n := range names {
 				if f, ok := prevFiles[dist+n]; ok && b.inTree(f) {
@@ -43,11 +43,11 @@ func (b *builder) writeRelease(s Suite, dist string, sums map[string]Digests, ch
 			}
 		}
 	}
-	inRelease, detached, err := b.o.Key.SignRelease(release, b.o.Hash)
+	inRelease, detached, err := b.o.Key.SignRelease(text, b.o.Hash)
 	if err != nil {
 		return fmt.Errorf("sign %sRelease: %w", dist, err)
 	}
-	for i, data := range [][]byte{release, detached, inRelease} {
+	for i, data := range [][]byte{text, detached, inRelease} {
 		p := dist + names[i]
 		if err := b.tw.WriteFile(p, data); err != nil {
 			return err
