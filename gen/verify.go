@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/armor-apt/armor/gen/release"
@@ -237,4 +238,25 @@ func fetchAll(ctx context.Context, f Fetcher, p string) ([]byte, error) {
 	}
 	defer rc.Close()
 	return io.ReadAll(rc)
+}
+
+// digestsOf computes the three sums Release lists, in parallel: an index of 100,000
+// packages is tens of megabytes.
+func digestsOf(data []byte) release.Digests {
+	hs := []hash.Hash{md5.New(), sha1.New(), sha256.New()}
+	var wg sync.WaitGroup
+	for _, h := range hs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.Write(data)
+		}()
+	}
+	wg.Wait()
+	return release.Digests{
+		Size:   int64(len(data)),
+		MD5:    hex.EncodeToString(hs[0].Sum(nil)),
+		SHA1:   hex.EncodeToString(hs[1].Sum(nil)),
+		SHA256: hex.EncodeToString(hs[2].Sum(nil)),
+	}
 }
