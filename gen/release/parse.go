@@ -12,6 +12,7 @@ import (
 
 // File is a parsed Release file.
 type File struct {
+	text   string // what was parsed
 	fields []field
 	// Sums are the MD5Sum, SHA1 and SHA256 sections by path, relative to
 	// dists/<codename>/. A path missing from a section has that sum empty.
@@ -19,8 +20,9 @@ type File struct {
 }
 
 type field struct {
-	name, value string
-	start, end  int // the field's first line in the parsed bytes, its newline included
+	name, value string // value: of the first line, trimmed
+	start, end  int    // the field's first line in text, its newline included
+	bodyEnd     int    // the end of its continuation lines in text
 }
 
 // section is one of the sums sections Parse reads.
@@ -48,10 +50,10 @@ var sections = []section{
 // in one section with different sums, or with different sizes in two sections, are each
 // an error naming the line. A CR before a newline is ignored.
 func Parse(data []byte) (*File, error) {
-	f := &File{Sums: map[string]Digests{}}
+	f := &File{text: string(data), Sums: map[string]Digests{}}
 	seen := map[string]bool{}
 	var cur *section // the sums section being read, or nil
-	text, off := string(data), 0
+	text, off := f.text, 0
 	for n := 1; off < len(text); n++ {
 		start := off
 		line, _, found := strings.Cut(text[off:], "\n")
@@ -71,8 +73,7 @@ func Parse(data []byte) (*File, error) {
 			if len(f.fields) == 0 {
 				return nil, fmt.Errorf("release line %d: continuation line %q before any field", n, line)
 			}
-			last := &f.fields[len(f.fields)-1]
-			last.value += "\n" + strings.TrimSpace(line)
+			f.fields[len(f.fields)-1].bodyEnd = off
 			if cur != nil {
 				err = cur.entry(f, line)
 			}
@@ -87,7 +88,7 @@ func Parse(data []byte) (*File, error) {
 				seen[key] = true
 			}
 			value = strings.TrimSpace(value)
-			f.fields = append(f.fields, field{name: name, value: value, start: start, end: off})
+			f.fields = append(f.fields, field{name: name, value: value, start: start, end: off, bodyEnd: off})
 			cur = sectionNamed(name)
 			if cur != nil && value != "" {
 				err = cur.entry(f, value) // apt reads sums from the field's first line too
@@ -171,10 +172,22 @@ func parseSize(s string) (int64, bool) {
 // or "" when there is none. The value is trimmed; the lines of a multi-line value are
 // joined by newlines, each trimmed.
 func (f *File) Field(name string) string {
-	if fl := f.field(name); fl != nil {
+	fl := f.field(name)
+	if fl == nil {
+		return ""
+	}
+	if fl.bodyEnd == fl.end {
 		return fl.value
 	}
-	return ""
+	var b strings.Builder
+	b.WriteString(fl.value)
+	for _, line := range strings.SplitAfter(f.text[fl.end:fl.bodyEnd], "\n") {
+		if line != "" {
+			b.WriteByte('\n')
+			b.WriteString(strings.TrimSpace(line))
+		}
+	}
+	return b.String()
 }
 
 func (f *File) field(name string) *field {

@@ -1,6 +1,7 @@
 package release
 
 import (
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
@@ -164,5 +165,20 @@ func TestRedate(t *testing.T) {
 	out, err = Redate([]byte("Date: Sat, 21 Nov 2026 10:00:00 UTC\nLabel: l"), later)
 	if err != nil || string(out) != "Date: Sun, 22 Nov 2026 22:00:00 UTC\nLabel: l" {
 		t.Errorf("Redate = %q, %v", out, err)
+	}
+}
+
+// BenchmarkParse: a Release listing 10,000 files in each section.
+func BenchmarkParse(b *testing.B) {
+	files := map[string]Digests{}
+	for i := range 10_000 {
+		files[fmt.Sprintf("c%d/binary-amd64/Packages", i)] = Digests{Size: int64(i), MD5: md5, SHA1: sha1, SHA256: sha256}
+	}
+	data := Make(Header{Date: testDate}, files)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := Parse(data); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
