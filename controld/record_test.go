@@ -74,6 +74,19 @@ func TestRecordRefused(t *testing.T) {
 			tr.set(packages, append(tr.files[packages], "Extra: field\n"...))
 			return tr.publish(t, f.store)
 		}, 422, "Release lists sha256"},
+		{"Release has a malformed line", func() string {
+			tr := next()
+			tr.set("dists/stable/Release", append(tr.files["dists/stable/Release"], "garbage\n"...))
+			tr.sign(t, f.key)
+			return tr.publish(t, f.store)
+		}, 422, `dists/stable/InRelease: release line 10: "garbage" is neither a field`},
+		{"Release field names are case-insensitive", func() string {
+			tr := next()
+			tr.set(packages, append(tr.files[packages], "Extra: field\n"...))
+			tr.set("dists/stable/Release", bytes.Replace(tr.files["dists/stable/Release"], []byte("SHA256:"), []byte("sha256:"), 1))
+			tr.sign(t, f.key)
+			return tr.publish(t, f.store)
+		}, 422, "Release lists sha256"},
 		{"Release is not the signed text", func() string {
 			tr := next()
 			tr.set("dists/stable/Release", append(tr.files["dists/stable/Release"], "X: y\n"...))

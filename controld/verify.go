@@ -1,7 +1,6 @@
 package controld
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -16,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/armor-apt/armor/controld/state"
+	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/gen/sign"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/store"
@@ -170,12 +170,16 @@ func (s *Server) verifySuite(ctx context.Context, repo, dir string, paths map[st
 			return "", invalidRelease("%s does not verify the signed Release: %w", dir+"/Release.gpg", err)
 		}
 	}
-	entries, err := parseReleaseSHA256(plain)
+	rel, err := release.Parse(plain)
 	if err != nil {
 		return "", invalidRelease("%s: %w", inPath, err)
 	}
-	for _, e := range entries {
-		full := dir + "/" + e.Path
+	for _, p := range rel.Paths() {
+		e := rel.Sums[p]
+		if e.SHA256 == "" {
+			continue // listed in MD5Sum or SHA1 only: nothing the manifest can be held to
+		}
+		full := dir + "/" + p
 		o, ok := paths[full]
 		if ok && (o.SHA256 != e.SHA256 || o.Size != e.Size) {
 			return "", invalidRelease("%s: Release lists sha256 %s and size %d, the manifest has sha256 %s and size %d",
@@ -295,79 +299,4 @@ func (k *knownObjects) add(repo, sum string, m *manifest.Manifest) map[manifest.
 	list = slices.Insert(list, 0, knownSet{manifest: sum, objects: set})
 	k.byRepo[repo] = list[:min(len(list), knownPerRepo)]
 	return set
-}
-
-// releaseEntry is one line of a Release file's SHA256 field.
-type releaseEntry struct {
-	SHA256 string
-	Size   int64
-	Path   string // relative to dists/<suite>/
-}
-
-// parseReleaseSHA256 reads the SHA256 field of a Release file (deb822: field names are
-// case-insensitive; continuation lines start with a space or tab). Each line must be
-// "<sha256> <size> <path>" with a clean relative path; a path listed twice differently
-// is an error.
-func parseReleaseSHA256(release []byte) ([]releaseEntry, error) {
-	var out []releaseEntry
-	seen := map[string]releaseEntry{}
-	in, found := false, false
-	for i, line := range bytes.Split(release, []byte("\n")) {
-		text := strings.TrimSuffix(string(line), "\r")
-		if text == "" {
-			if found {
-				break // end of the paragraph
-			}
-			continue
-		}
-		if text[0] != ' ' && text[0] != '\t' {
-			name, _, ok := strings.Cut(text, ":")
-			if !ok {
-				return nil, fmt.Errorf("release line %d: %q is neither a field nor a continuation line", i+1, text)
-			}
-			in = strings.EqualFold(strings.TrimSpace(name), "SHA256")
-			if in && found {
-				return nil, fmt.Errorf("release line %d: the SHA256 field appears twice", i+1)
-			}
-			found = found || in
-			continue
-		}
-		if !in {
-			continue
-		}
-		e, err := parseReleaseLine(text)
-		if err != nil {
-			return nil, fmt.Errorf("release line %d: %w", i+1, err)
-		}
-		if prev, dup := seen[e.Path]; dup {
-			if prev != e {
-				return nil, fmt.Errorf("release line %d: %s is listed twice, with different sums", i+1, e.Path)
-			}
-			continue
-		}
-		seen[e.Path] = e
-		out = append(out, e)
-	}
-	return out, nil
-}
-
-func parseReleaseLine(text string) (releaseEntry, error) {
-	f := strings.Fields(text)
-	if len(f) != 3 {
-		return releaseEntry{}, fmt.Errorf("want \"<sha256> <size> <path>\", got %q", strings.TrimSpace(text))
-	}
-	if !manifest.ValidDigest(f[0]) {
-		return releaseEntry{}, fmt.Errorf("%q is not a sha256", f[0])
-	}
-	var size int64
-	for _, c := range f[1] {
-		if c < '0' || c > '9' || size > (1<<62)/10 {
-			return releaseEntry{}, fmt.Errorf("bad size %q", f[1])
-		}
-		size = size*10 + int64(c-'0')
-	}
-	if !manifest.ValidPath(f[2]) {
-		return releaseEntry{}, fmt.Errorf("path %q is not a clean relative path", f[2])
-	}
-	return releaseEntry{SHA256: f[0], Size: size, Path: f[2]}, nil
 }

@@ -1,80 +1,91 @@
 package gen
 
 import (
-	"bytes"
 	"context"
-	"crypto/md5"
-	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"hash"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
-	"strings"
-	"sync"
 
 	"github.com/armor-apt/armor/gen/deb"
 	"github.com/armor-apt/armor/gen/index"
+	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/manifest"
 )
 
-// generate writes (stages) every index and Release whose content changed, and collects
-// the manifest's file entries for all of them, reused or new.
-func (b *builder) generate(ctx context.Context) error {
-	prevFiles := map[string]manifest.File{}
-	var prevPackages []manifest.Package
-	if b.o.Previous != nil {
-		for _, f := range b.o.Previous.Files {
-			prevFiles[f.Path] = f
-		}
-		prevPackages = b.o.Previous.Packages
-	}
-	members := groupIndexes(b.packages, b.o.Suites)
-	prevMembers := groupIndexes(prevPackages, b.o.Suites)
+// indexesMade is what writeIndexes made.
+type indexesMade struct {
+	suites  []suiteIndexes  // one per Options.Suites, in its order
+	files   []manifest.File // every index and its by-hash copy, reused or new, unsorted
+	written int             // indexes regenerated
+}
+
+// suiteIndexes is what a suite's Release lists of its indexes.
+type suiteIndexes struct {
+	sums    map[string]release.Digests // by path relative to dists/<codename>/
+	changed bool                       // an index was regenerated
+}
+
+// writeIndexes stages every Packages index whose package list changed, in its three
+// forms with their by-hash copies, and reuses the others as the tree and the parent's
+// Release hold them. The writes go on in the background (tw.Go) while the next index is
+// built and Release is signed.
+func writeIndexes(ctx context.Context, o *Options, par *parent, pkgs []manifest.Package, ins *inputSet, icache *index.Cache, tw *treeWriter) (indexesMade, error) {
+	var out indexesMade
+	members := groupIndexes(pkgs, o.Suites)
+	prevMembers := groupIndexes(par.packages(), o.Suites)
 	total := 0
-	for _, s := range b.o.Suites {
+	for _, s := range o.Suites {
 		total += len(s.Components) * len(s.Architectures)
 	}
 	done := 0
-	for _, s := range b.o.Suites {
+	for _, s := range o.Suites {
 		dist := "dists/" + s.Codename + "/"
-		prevSums := b.previousReleaseSums(dist+"Release", prevFiles)
-		sums := map[string]Digests{}
-		changed := false
+		prevSums := previousReleaseSums(o.TreeDir, dist+"Release", par.files)
+		si := suiteIndexes{sums: map[string]release.Digests{}}
 		for _, comp := range s.Components {
 			for _, arch := range s.Architectures {
 				if err := ctx.Err(); err != nil {
-					return err
+					return out, err
 				}
 				rel := comp + "/binary-" + arch + "/Packages"
 				key := indexKey{s.Codename, comp, arch}
-				if b.reuseIndex(dist, rel, members[key], prevMembers[key], prevSums, prevFiles, sums) {
-					b.old.drop(dist + rel)
-					done++
-					b.progress("index", done, total)
-					continue
+				if kept, ok := reusableIndex(o, par.files, prevSums, dist, rel, members[key], prevMembers[key]); ok {
+					for _, v := range variants {
+						si.sums[rel+v] = prevSums[rel+v]
+					}
+					out.files = append(out.files, kept...)
+				} else {
+					stanzas, err := indexStanzas(o.TreeDir, dist+rel, members[key], prevMembers[key], ins, par.old)
+					var digests [3]release.Digests
+					if err == nil {
+						digests, err = writeIndex(tw, icache, dist+rel, stanzas)
+					}
+					if err != nil {
+						par.old.drop(dist + rel)
+						return out, fmt.Errorf("index %s%s: %w", dist, rel, err)
+					}
+					for i, d := range digests {
+						si.sums[rel+variants[i]] = d
+						out.files = append(out.files,
+							manifest.File{Path: dist + rel + variants[i], Size: d.Size, SHA256: d.SHA256},
+							manifest.File{Path: byHashPath(dist+rel, d.SHA256), Size: d.Size, SHA256: d.SHA256})
+					}
+					si.changed = true
+					out.written++
 				}
-				err := b.writeIndex(dist, rel, members[key], prevMembers[key], sums)
 				// An index whose every member was read afresh never took its old copy.
-				b.old.drop(dist + rel)
-				if err != nil {
-					return fmt.Errorf("index %s%s: %w", dist, rel, err)
-				}
-				changed = true
+				par.old.drop(dist + rel)
 				done++
-				b.progress("index", done, total)
+				o.progress("index", done, total)
 			}
 		}
-		if err := b.writeRelease(s, dist, sums, changed, prevFiles); err != nil {
-			return err
-		}
+		out.suites = append(out.suites, si)
 	}
-	slices.SortFunc(b.files, func(x, y manifest.File) int { return strings.Compare(x.Path, y.Path) })
-	return nil
+	return out, nil
 }
 
 // indexKey names one binary-<arch>/Packages index.
@@ -105,109 +116,93 @@ func groupIndexes(pkgs []manifest.Package, suites []Suite) map[indexKey][]*manif
 }
 
 // previousReleaseSums reads the previous Release from the tree, if it is the one the
-// previous manifest lists, for the MD5 and SHA1 sums of reused indexes.
-func (b *builder) previousReleaseSums(rel string, prevFiles map[string]manifest.File) map[string]Digests {
-	want, ok := prevFiles[rel]
+// parent lists, for the MD5 and SHA1 sums of reused indexes.
+func previousReleaseSums(tree, rel string, prevFiles map[string]manifest.File) map[string]release.Digests {
+	data, ok := previousFile(tree, rel, prevFiles)
 	if !ok {
 		return nil
 	}
-	data, err := os.ReadFile(filepath.Join(b.o.TreeDir, filepath.FromSlash(rel)))
-	if err != nil || int64(len(data)) != want.Size || sha256Hex(data) != want.SHA256 {
-		return nil
-	}
-	sums, err := ParseReleaseSums(data)
+	f, err := release.Parse(data)
 	if err != nil {
 		return nil
 	}
-	return sums
+	return f.Sums
 }
 
 var variants = []string{"", ".gz", ".xz"}
 
-// reuseIndex keeps an index whose package list did not change and whose files the tree
-// and the previous Release still vouch for.
-func (b *builder) reuseIndex(dist, rel string, members, old []*manifest.Package, prevSums map[string]Digests, prevFiles map[string]manifest.File, sums map[string]Digests) bool {
-	if prevSums == nil || b.o.Verify || !slices.EqualFunc(members, old, func(a, b *manifest.Package) bool { return *a == *b }) {
-		return false
+// reusableIndex returns the manifest entries of an index whose package list did not
+// change and whose files the tree and the previous Release still vouch for.
+func reusableIndex(o *Options, prevFiles map[string]manifest.File, prevSums map[string]release.Digests, dist, rel string, members, old []*manifest.Package) ([]manifest.File, bool) {
+	if prevSums == nil || o.Verify || !slices.EqualFunc(members, old, func(a, b *manifest.Package) bool { return *a == *b }) {
+		return nil, false
 	}
 	var keep []manifest.File
 	for _, v := range variants {
 		d, ok := prevSums[rel+v]
 		f, ok2 := prevFiles[dist+rel+v]
 		if !ok || !ok2 || d.SHA256 != f.SHA256 || d.Size != f.Size {
-			return false
+			return nil, false
 		}
-		if st, err := os.Stat(filepath.Join(b.o.TreeDir, filepath.FromSlash(dist+rel+v))); err != nil || st.Size() != f.Size {
-			return false
+		if st, err := os.Stat(filepath.Join(o.TreeDir, filepath.FromSlash(dist+rel+v))); err != nil || st.Size() != f.Size {
+			return nil, false
 		}
 		bh, ok := prevFiles[byHashPath(dist+rel, f.SHA256)]
 		if !ok {
-			return false
+			return nil, false
 		}
 		keep = append(keep, f, bh)
 	}
-	for _, v := range variants {
-		sums[rel+v] = prevSums[rel+v]
-	}
-	b.files = append(b.files, keep...)
-	return true
+	return keep, true
 }
 
 func byHashPath(indexPath, sum string) string {
 	return path.Dir(indexPath) + "/by-hash/SHA256/" + sum
 }
 
-// writeIndex regenerates one Packages index in its three forms.
-func (b *builder) writeIndex(dist, rel string, members, old []*manifest.Package, sums map[string]Digests) error {
-	stanzas, err := b.stanzas(dist+rel, members, old)
+// writeIndex assembles the Packages index at indexPath (relative to the tree) from its
+// stanzas and stages its three forms, each with its by-hash copy, in the background. It
+// returns their digests, in the order of variants.
+func writeIndex(tw *treeWriter, icache *index.Cache, indexPath string, stanzas [][]byte) ([3]release.Digests, error) {
+	files, err := index.Build(stanzas, icache, indexPath)
 	if err != nil {
-		return err
-	}
-	files, err := index.Build(stanzas, b.icache, dist+rel)
-	if err != nil {
-		return err
+		return files.Digests, err
 	}
 	for i, data := range [][]byte{files.Plain, files.Gzip, files.Xz} {
-		p := dist + rel + variants[i]
-		d := files.Digests[i]
-		sums[rel+variants[i]] = d
-		bh := byHashPath(dist+rel, d.SHA256)
+		p := indexPath + variants[i]
+		bh := byHashPath(indexPath, files.Digests[i].SHA256)
 		// The writes go on while the next index is built and Release is signed.
-		b.tw.Go(func() error {
-			if err := b.tw.WriteFile(p, data, bh); err != nil {
+		tw.Go(func() error {
+			if err := tw.WriteFile(p, data, bh); err != nil {
 				return fmt.Errorf("index %s: %w", p, err)
 			}
 			return nil
 		})
-		b.files = append(b.files,
-			manifest.File{Path: p, Size: d.Size, SHA256: d.SHA256},
-			manifest.File{Path: bh, Size: d.Size, SHA256: d.SHA256})
 	}
-	b.wrote = true
-	b.stats.IndexesWritten++
-	return nil
+	return files.Digests, nil
 }
 
-// stanzas returns the Packages stanzas of members: fresh from the .deb for files read in
-// this build, reused from the index in the tree for the others, and read again from the
-// .deb when the tree does not have them. old lists the index's members in the previous
-// release, the order the tree's index lists their stanzas in.
-func (b *builder) stanzas(indexPath string, members, old []*manifest.Package) ([][]byte, error) {
+// indexStanzas returns the Packages stanzas of an index's members: fresh from the .deb
+// for files read in this build, reused from the index in the tree for the others, and
+// read again from the .deb when the tree does not have them. old lists the index's
+// members in the parent, the order the tree's index lists their stanzas in; pf holds the
+// tree's indexes read ahead.
+func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins *inputSet, pf *prefetch) ([][]byte, error) {
 	var prev *oldIndex
 	out := make([][]byte, 0, len(members))
 	for _, p := range members {
-		if in := b.fresh[p.SHA256]; in != nil {
+		if in := ins.fresh[p.SHA256]; in != nil {
 			out = append(out, in.pkg.Stanza(p.Path))
 			continue
 		}
 		if prev == nil {
-			prev = b.readOldIndex(indexPath, old)
+			prev = readOldIndex(tree, indexPath, old, pf)
 		}
 		if st := prev.find(p); st != nil {
 			out = append(out, st)
 			continue
 		}
-		in := b.inputFor(p.SHA256)
+		in := ins.forSum(p.SHA256)
 		if in == nil {
 			return nil, fmt.Errorf("no input file for %s %s", p.Name, p.Version)
 		}
@@ -221,255 +216,7 @@ func (b *builder) stanzas(indexPath string, members, old []*manifest.Package) ([
 	return out, nil
 }
 
-// oldIndex is the tree's current Packages file, split into stanzas.
-type oldIndex struct {
-	stanzas [][]byte
-	sums    [][]byte // the SHA256 field of each stanza
-	// members[i] is the package of stanzas[i], when the file lists exactly the previous
-	// release's members in order: then stanzas are found by walking both lists together.
-	members []*manifest.Package
-	next    int
-	bySum   map[string]int // otherwise, stanzas by SHA256; made when first needed
-}
-
-// readOldIndex returns the tree's copy of an index, split, with members (the previous
-// release's members of the index) attached: prefetched if it was, read now otherwise.
-func (b *builder) readOldIndex(indexPath string, members []*manifest.Package) *oldIndex {
-	x := b.old.take(indexPath)
-	if x == nil {
-		x = loadOldIndex(filepath.Join(b.o.TreeDir, filepath.FromSlash(indexPath)), len(members))
-	}
-	x.attach(members)
-	return x
-}
-
-// loadOldIndex reads and splits an index file, expecting about n stanzas. A missing or
-// unreadable file gives an index of no stanzas.
-func loadOldIndex(file string, n int) *oldIndex {
-	x := &oldIndex{}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return x
-	}
-	x.stanzas, x.sums = make([][]byte, 0, n+1), make([][]byte, 0, n+1)
-	for len(data) > 0 {
-		end := bytes.Index(data, []byte("\n\n"))
-		var st []byte
-		if end < 0 {
-			st, data = data, nil
-		} else {
-			st, data = data[:end+1], data[end+2:]
-		}
-		x.stanzas = append(x.stanzas, st)
-		x.sums = append(x.sums, stanzaField(st, "\nSHA256: "))
-	}
-	return x
-}
-
-// attach notes members as the packages of the stanzas, when the file lists exactly them
-// in order: then find walks both lists together.
-func (x *oldIndex) attach(members []*manifest.Package) {
-	if len(members) != len(x.stanzas) {
-		return
-	}
-	for i, p := range members {
-		if p.SHA256 != string(x.sums[i]) {
-			return
-		}
-	}
-	x.members = members
-}
-
-// prefetch reads the tree's indexes of the previous release in the background, in the
-// order generate visits them, while the inputs are listed: at 100,000 packages, reading
-// and splitting the old index is a tenth of a second that the walk leaves a core free
-// for. It stops before the indexes read exceed a budget, so that a repository of many
-// large indexes does not hold them all at once; generate reads the rest itself. A nil
-// *prefetch holds nothing.
-type prefetch struct {
-	mu      sync.Mutex
-	pending map[string]chan *oldIndex // read, or to be read, and not taken yet
-	dropped map[string]bool           // no longer wanted: not to be read
-}
-
-// prefetchBudget is how many bytes of old indexes a build reads ahead, at most.
-var prefetchBudget int64 = 256 << 20
-
-// startPrefetch starts reading ahead the indexes prev lists, on a goroutine that stops
-// when Build returns.
-func (b *builder) startPrefetch(prev *manifest.Manifest) *prefetch {
-	pf := &prefetch{pending: map[string]chan *oldIndex{}, dropped: map[string]bool{}}
-	if prev == nil || b.o.Verify {
-		return pf
-	}
-	type job struct {
-		rel string
-		n   int
-		ch  chan *oldIndex
-	}
-	var jobs []job
-	budget := prefetchBudget
-indexes:
-	for _, s := range b.o.Suites {
-		for _, comp := range s.Components {
-			for _, arch := range s.Architectures {
-				rel := "dists/" + s.Codename + "/" + comp + "/binary-" + arch + "/Packages"
-				i, ok := slices.BinarySearchFunc(prev.Files, rel, func(f manifest.File, p string) int { return strings.Compare(f.Path, p) })
-				if !ok {
-					continue
-				}
-				if budget -= prev.Files[i].Size; budget < 0 {
-					break indexes
-				}
-				// A stanza is about a kilobyte: the estimate only sizes the slices.
-				j := job{rel, int(prev.Files[i].Size/1024) + 1, make(chan *oldIndex, 1)}
-				pf.pending[rel] = j.ch
-				jobs = append(jobs, j)
-			}
-		}
-	}
-	b.bg.Add(1)
-	go func() {
-		defer b.bg.Done()
-		for _, j := range jobs {
-			select {
-			case <-b.stop:
-				return
-			default:
-			}
-			pf.mu.Lock()
-			skip := pf.dropped[j.rel]
-			pf.mu.Unlock()
-			if !skip {
-				j.ch <- loadOldIndex(filepath.Join(b.o.TreeDir, filepath.FromSlash(j.rel)), j.n)
-			}
-		}
-	}()
-	return pf
-}
-
-// take returns the prefetched index at rel, waiting for it, or nil if it was not
-// prefetched.
-func (pf *prefetch) take(rel string) *oldIndex {
-	if pf == nil {
-		return nil
-	}
-	pf.mu.Lock()
-	ch := pf.pending[rel]
-	delete(pf.pending, rel)
-	pf.mu.Unlock()
-	if ch == nil {
-		return nil
-	}
-	return <-ch
-}
-
-// drop forgets the index at rel, which generate is done with: if it is not read yet, it
-// will not be; if it is, it is garbage.
-func (pf *prefetch) drop(rel string) {
-	if pf == nil {
-		return
-	}
-	pf.mu.Lock()
-	if _, ok := pf.pending[rel]; ok {
-		delete(pf.pending, rel)
-		pf.dropped[rel] = true
-	}
-	pf.mu.Unlock()
-}
-
-// find returns the stanza of p, or nil. Calls come in canonical order.
-func (x *oldIndex) find(p *manifest.Package) []byte {
-	i := -1
-	if x.members != nil {
-		for x.next < len(x.members) && comparePackages(*x.members[x.next], *p) < 0 {
-			x.next++
-		}
-		if x.next < len(x.members) && *x.members[x.next] == *p {
-			i = x.next
-		}
-	} else {
-		if x.bySum == nil {
-			x.bySum = make(map[string]int, len(x.stanzas))
-			for i, sum := range x.sums {
-				x.bySum[string(sum)] = i
-			}
-		}
-		if j, ok := x.bySum[p.SHA256]; ok {
-			i = j
-		}
-	}
-	// The stanza must describe this very file at this very path.
-	if i < 0 || string(x.sums[i]) != p.SHA256 || string(stanzaField(x.stanzas[i], "\nFilename: ")) != p.Path {
-		return nil
-	}
-	return x.stanzas[i]
-}
-
-// stanzaField returns the value of the field whose "\nName: " prefix is given, or nil.
-// Packages stanzas end with Filename, Size, MD5sum, SHA1 and SHA256, so it looks at the
-// last lines first: a stanza is a kilobyte, and this runs once per reused package.
-func stanzaField(st []byte, prefix string) []byte {
-	end := len(st) - 1 // the stanza's final newline
-	for range 5 {
-		if end <= 0 {
-			break
-		}
-		start := bytes.LastIndexByte(st[:end], '\n')
-		if start < 0 {
-			break
-		}
-		if line := st[start:end]; bytes.HasPrefix(line, []byte(prefix)) {
-			return line[len(prefix):]
-		}
-		end = start
-	}
-	i := bytes.LastIndex(st, []byte(prefix))
-	if i < 0 {
-		return nil
-	}
-	rest := st[i+len(prefix):]
-	if j := bytes.IndexByte(rest, '\n'); j >= 0 {
-		return rest[:j]
-	}
-	return nil
-}
-
-// digestsOf computes the three sums Release lists, in parallel: an index of 100,000
-// packages is tens of megabytes.
-func digestsOf(data []byte) Digests {
-	hs := []hash.Hash{md5.New(), sha1.New(), sha256.New()}
-	var wg sync.WaitGroup
-	for _, h := range hs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h.Write(data)
-		}()
-	}
-	wg.Wait()
-	return Digests{
-		Size:   int64(len(data)),
-		MD5:    hex.EncodeToString(hs[0].Sum(nil)),
-		SHA1:   hex.EncodeToString(hs[1].Sum(nil)),
-		SHA256: hex.EncodeToString(hs[2].Sum(nil)),
-	}
-}
-
 func sha256Hex(data []byte) string {
 	s := sha256.Sum256(data)
 	return hex.EncodeToString(s[:])
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -8,9 +8,9 @@ import (
 	"github.com/armor-apt/armor/manifest"
 )
 
-// TestPrefetch: the indexes of the previous release are read ahead in generate's order
-// until the budget is spent; take hands each out once, and the others are read by
-// generate itself.
+// TestPrefetch: the indexes of the previous release are read ahead in writeIndexes's
+// order until the budget is spent; take hands each out once, and the others are read by
+// writeIndexes itself.
 func TestPrefetch(t *testing.T) {
 	tree := t.TempDir()
 	amd64 := "dists/s/main/binary-amd64/Packages"
@@ -32,11 +32,11 @@ func TestPrefetch(t *testing.T) {
 	}
 	defer func(b int64) { prefetchBudget = b }(prefetchBudget)
 	prefetchBudget = int64(len(files[amd64])) // room for the first index only
-	b := &builder{o: Options{TreeDir: tree, Previous: prev, Suites: []Suite{{
+	o := &Options{TreeDir: tree, Previous: prev, Suites: []Suite{{
 		Codename: "s", Components: []string{"main"}, Architectures: []string{"amd64", "arm64"},
-	}}}}
-	pf := b.startPrefetch(prev)
-	b.old = pf
+	}}}
+	pf := startPrefetch(o, prev)
+	defer pf.stop()
 	x := pf.take(amd64)
 	if x == nil {
 		t.Fatal("the first index was not prefetched")
@@ -50,19 +50,22 @@ func TestPrefetch(t *testing.T) {
 	if pf.take(arm64) != nil {
 		t.Error("an index beyond the budget was prefetched")
 	}
-	// generate reads the rest itself, with the same result.
-	if x := b.readOldIndex(arm64, nil); len(x.stanzas) != 1 || string(x.sums[0]) != "03" {
+	// writeIndexes reads the rest itself, with the same result.
+	if x := readOldIndex(tree, arm64, nil, pf); len(x.stanzas) != 1 || string(x.sums[0]) != "03" {
 		t.Errorf("read %d stanzas with sums %q", len(x.stanzas), x.sums)
 	}
 
 	// With Verify, nothing is reused, so nothing is read ahead.
-	b.o.Verify = true
+	o.Verify = true
 	prefetchBudget = 1 << 20
-	if pf := b.startPrefetch(prev); len(pf.pending) != 0 {
+	pf = startPrefetch(o, prev)
+	pf.stop()
+	if len(pf.pending) != 0 {
 		t.Errorf("prefetched %d indexes for a verifying build", len(pf.pending))
 	}
-	b.o.Verify = false
-	pf = b.startPrefetch(prev)
+	o.Verify = false
+	pf = startPrefetch(o, prev)
+	defer pf.stop()
 	pf.drop(amd64)
 	if pf.take(amd64) != nil {
 		t.Error("a dropped index was handed out")

@@ -1,84 +1,110 @@
 package gen
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 
-	"github.com/armor-apt/armor/gen/pool"
+	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/manifest"
 )
 
-// writeRelease writes and signs dists/<codename>/Release, InRelease and Release.gpg,
-// unless no index of the suite changed and the Release header is the same as before, in
-// which case the previous signed files are kept as they are.
-func (b *builder) writeRelease(s Suite, dist string, sums map[string]Digests, changed bool, prevFiles map[string]manifest.File) error {
-	desc := s.Description
-	if desc == "" {
-		desc = b.o.Description
-	}
-	info := ReleaseInfo{
-		Origin: b.o.Origin, Label: b.o.Label, Suite: s.Suite, Codename: s.Codename,
-		Description: desc, Date: b.o.Date,
-		Architectures: s.Architectures, Components: s.Components,
-		SignedBy: []string{b.o.Key.Fingerprint()},
-	}
-	if s.ValidFor > 0 {
-		info.ValidUntil = b.o.Date.Add(s.ValidFor)
-	}
-	release := MakeRelease(info, sums)
-	names := []string{"Release", "Release.gpg", "InRelease"}
-	if !changed && !b.o.Resign {
-		if old, ok := b.previousFile(dist+"Release", prevFiles); ok && bytes.Equal(releaseBody(old), releaseBody(release)) {
-			var keep []manifest.File
-			for _, n := range names {
-				if f, ok := prevFiles[dist+n]; ok && b.inTree(f) {
-					keep = append(keep, f)
-				}
-			}
-			if len(keep) == len(names) {
-				b.files = append(b.files, keep...)
-				return nil
-			}
-		}
-	}
-	inRelease, detached, err := b.o.Key.SignRelease(release, b.o.Hash)
-	if err != nil {
-		return fmt.Errorf("sign %sRelease: %w", dist, err)
-	}
-	for i, data := range [][]byte{release, detached, inRelease} {
-		p := dist + names[i]
-		if err := b.tw.WriteFile(p, data); err != nil {
-			return err
-		}
-		b.files = append(b.files, manifest.File{Path: p, Size: int64(len(data)), SHA256: sha256Hex(data)})
-	}
-	b.wrote = true
-	b.stats.SuitesSigned++
-	return nil
+// releasesMade is what signReleases made.
+type releasesMade struct {
+	files  []manifest.File // every suite's Release, Release.gpg and InRelease, kept or new
+	signed int             // suites signed afresh
 }
 
-// previousFile returns the tree's copy of a file of the previous release, if it still
-// has the content the previous manifest lists.
-func (b *builder) previousFile(rel string, prevFiles map[string]manifest.File) ([]byte, bool) {
+// signReleases writes and signs each suite's Release, InRelease and Release.gpg, given
+// what writeIndexes made of its indexes, in the order of Options.Suites.
+func signReleases(o *Options, par *parent, suites []suiteIndexes, tw *treeWriter) (releasesMade, error) {
+	var out releasesMade
+	for i, s := range o.Suites {
+		files, signed, err := signRelease(o, s, suites[i], par.files, tw)
+		if err != nil {
+			return out, err
+		}
+		out.files = append(out.files, files...)
+		if signed {
+			out.signed++
+		}
+	}
+	return out, nil
+}
+
+var releaseNames = []string{"Release", "Release.gpg", "InRelease"}
+
+// signRelease stages dists/<codename>/Release, Release.gpg and InRelease, signed, and
+// returns their manifest entries. When no index of the suite changed and the Release is
+// the same as the parent's but for its dates, the parent's signed files are kept as they
+// are (unless Options.Resign), and signed is false.
+func signRelease(o *Options, s Suite, idx suiteIndexes, prevFiles map[string]manifest.File, tw *treeWriter) (files []manifest.File, signed bool, err error) {
+	dist := "dists/" + s.Codename + "/"
+	h := release.Header{
+		Origin: o.Origin, Label: o.Label, Suite: s.Suite, Codename: s.Codename,
+		Description: s.Description, Date: o.Date,
+		Architectures: s.Architectures, Components: s.Components,
+		SignedBy: []string{o.Key.Fingerprint()},
+	}
+	if h.Description == "" {
+		h.Description = o.Description
+	}
+	if s.ValidFor > 0 {
+		h.ValidUntil = o.Date.Add(s.ValidFor)
+	}
+	text := release.Make(h, idx.sums)
+	if !idx.changed && !o.Resign {
+		if kept, ok := keptRelease(o.TreeDir, dist, text, prevFiles); ok {
+			return kept, false, nil
+		}
+	}
+	inRelease, detached, err := o.Key.SignRelease(text, o.Hash)
+	if err != nil {
+		return nil, false, fmt.Errorf("sign %sRelease: %w", dist, err)
+	}
+	for i, data := range [][]byte{text, detached, inRelease} {
+		p := dist + releaseNames[i]
+		if err := tw.WriteFile(p, data); err != nil {
+			return nil, false, err
+		}
+		files = append(files, manifest.File{Path: p, Size: int64(len(data)), SHA256: sha256Hex(data)})
+	}
+	return files, true, nil
+}
+
+// keptRelease returns the parent's signed files of a suite, if the tree still holds them
+// and its Release says what text does but for the dates.
+func keptRelease(tree, dist string, text []byte, prevFiles map[string]manifest.File) ([]manifest.File, bool) {
+	old, ok := previousFile(tree, dist+"Release", prevFiles)
+	if !ok || !release.SameButDates(old, text) {
+		return nil, false
+	}
+	var keep []manifest.File
+	for _, n := range releaseNames {
+		f, ok := prevFiles[dist+n]
+		if !ok || !inTree(tree, f) {
+			return nil, false
+		}
+		keep = append(keep, f)
+	}
+	return keep, true
+}
+
+// previousFile returns the tree's copy of a file of the parent, if it still has the
+// content the parent's manifest lists.
+func previousFile(tree, rel string, prevFiles map[string]manifest.File) ([]byte, bool) {
 	f, ok := prevFiles[rel]
 	if !ok {
 		return nil, false
 	}
-	data, err := os.ReadFile(filepath.Join(b.o.TreeDir, filepath.FromSlash(rel)))
+	data, err := os.ReadFile(filepath.Join(tree, filepath.FromSlash(rel)))
 	if err != nil || int64(len(data)) != f.Size || sha256Hex(data) != f.SHA256 {
 		return nil, false
 	}
 	return data, true
 }
 
-func (b *builder) inTree(f manifest.File) bool {
-	st, err := os.Stat(filepath.Join(b.o.TreeDir, filepath.FromSlash(f.Path)))
+func inTree(tree string, f manifest.File) bool {
+	st, err := os.Stat(filepath.Join(tree, filepath.FromSlash(f.Path)))
 	return err == nil && st.Size() == f.Size
-}
-
-// poolPath is where a package is published: pool/<component>/<prefix>/<source>/<file>.
-func poolPath(component string, in *input) string {
-	return pool.Path(component, in.Source, pool.Filename(in.Name, in.Version, in.Architecture))
 }

@@ -1,7 +1,6 @@
 package gen
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -17,8 +16,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/gen/sign"
 )
 
@@ -70,13 +71,13 @@ func VerifyTree(ctx context.Context, f Fetcher, o VerifyOptions) (*VerifyReport,
 			problem("%sInRelease: %v", dist, err)
 			continue
 		}
-		release, fpr, err := sign.VerifyClearsigned(inRelease, o.Keyrings...)
+		text, fpr, err := sign.VerifyClearsigned(inRelease, o.Keyrings...)
 		if err != nil {
 			problem("%sInRelease: signature: %v", dist, err)
 			continue
 		}
 		if plain, err := fetchAll(ctx, f, dist+"Release"); err == nil {
-			if !bytes.Equal(plain, release) {
+			if !bytes.Equal(plain, text) {
 				problem("%sRelease differs from the text signed in InRelease", dist)
 			}
 			if sig, err := fetchAll(ctx, f, dist+"Release.gpg"); err == nil {
@@ -87,8 +88,13 @@ func VerifyTree(ctx context.Context, f Fetcher, o VerifyOptions) (*VerifyReport,
 				}
 			}
 		}
-		if vu := releaseField(release, "Valid-Until"); vu != "" {
-			t, err := time.Parse("Mon, 02 Jan 2006 15:04:05 MST", vu)
+		rel, err := release.Parse(text)
+		if err != nil {
+			problem("%sRelease: %v", dist, err)
+			continue
+		}
+		if vu := rel.Field("Valid-Until"); vu != "" {
+			t, err := release.ParseDate(vu)
 			switch {
 			case err != nil:
 				problem("%sRelease: Valid-Until %q does not parse", dist, vu)
@@ -96,18 +102,9 @@ func VerifyTree(ctx context.Context, f Fetcher, o VerifyOptions) (*VerifyReport,
 				problem("%sRelease expired at %s (Valid-Until); rebuild with --resign", dist, vu)
 			}
 		}
-		sums, err := ParseReleaseSums(release)
-		if err != nil {
-			problem("%sRelease: %v", dist, err)
-			continue
-		}
-		byHash := releaseField(release, "Acquire-By-Hash") == "yes"
-		paths := make([]string, 0, len(sums))
-		for p := range sums {
-			paths = append(paths, p)
-		}
-		sort.Strings(paths)
-		for _, p := range paths {
+		byHash := rel.AcquireByHash()
+		sums := rel.Sums
+		for _, p := range rel.Paths() {
 			want := sums[p]
 			r.Indexes++
 			data, err := fetchAll(ctx, f, dist+p)
@@ -161,23 +158,12 @@ func VerifyTree(ctx context.Context, f Fetcher, o VerifyOptions) (*VerifyReport,
 	return r, nil
 }
 
-func sumsMatch(got, want Digests) bool {
+func sumsMatch(got, want release.Digests) bool {
 	return got.Size == want.Size &&
 		(want.MD5 == "" || want.MD5 == got.MD5) &&
 		(want.SHA1 == "" || want.SHA1 == got.SHA1) &&
 		(want.SHA256 == "" || want.SHA256 == got.SHA256) &&
 		(want.MD5 != "" || want.SHA1 != "" || want.SHA256 != "")
-}
-
-// releaseField returns a single-line field of a Release file.
-func releaseField(release []byte, name string) string {
-	sc := bufio.NewScanner(bytes.NewReader(release))
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+":"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return ""
 }
 
 type poolEntry struct {
@@ -252,4 +238,25 @@ func fetchAll(ctx context.Context, f Fetcher, p string) ([]byte, error) {
 	}
 	defer rc.Close()
 	return io.ReadAll(rc)
+}
+
+// digestsOf computes the three sums Release lists, in parallel: an index of 100,000
+// packages is tens of megabytes.
+func digestsOf(data []byte) release.Digests {
+	hs := []hash.Hash{md5.New(), sha1.New(), sha256.New()}
+	var wg sync.WaitGroup
+	for _, h := range hs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.Write(data)
+		}()
+	}
+	wg.Wait()
+	return release.Digests{
+		Size:   int64(len(data)),
+		MD5:    hex.EncodeToString(hs[0].Sum(nil)),
+		SHA1:   hex.EncodeToString(hs[1].Sum(nil)),
+		SHA256: hex.EncodeToString(hs[2].Sum(nil)),
+	}
 }

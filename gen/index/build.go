@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 
+	"github.com/armor-apt/armor/gen/release"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -21,10 +22,7 @@ type Files struct {
 }
 
 // Digests are the size and the sums of one served form of an index, as Release lists them.
-type Digests struct {
-	Size              int64
-	MD5, SHA1, SHA256 string // lowercase hex
-}
+type Digests = release.Digests
 
 // Build assembles the index of stanzas, in the given order, and its digests. Each stanza is
 // one paragraph ending with "\n"; Build follows each with one blank line, as apt-ftparchive

@@ -1,0 +1,87 @@
+package gen
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// inputGroup is the inputs of one suite's component.
+type inputGroup struct {
+	suite Suite
+	comp  string
+	files []inputFile // sorted by path, each once
+}
+
+// inputSet is every input of a build, with what is known of each.
+type inputSet struct {
+	all   []*input          // sorted by path, each path once
+	fresh map[string]*input // by digest: the inputs read in this build
+	read  int               // how many were read in this build
+	kept  []string          // the stat cache's Kept: tree paths for the next build to delete
+
+	mu    sync.Mutex        // forSum runs from the pool stager and the index writer
+	bySum map[string]*input // by digest: every input, made when first needed
+}
+
+// collectInputs lists the inputs of every suite's components and reads those the stat
+// cache (received from statCache once the listing is done) cannot vouch for.
+func collectInputs(ctx context.Context, o *Options, statCache <-chan *statCache) ([]inputGroup, *inputSet, error) {
+	var groups []inputGroup
+	for _, s := range o.Suites {
+		for _, comp := range s.Components {
+			files, err := expandInputs(o.BaseDir, s.Inputs[comp])
+			if err != nil {
+				return nil, nil, fmt.Errorf("suite %s component %s: %w", s.Codename, comp, err)
+			}
+			groups = append(groups, inputGroup{s, comp, files})
+		}
+	}
+	var files []inputFile
+	if len(groups) == 1 {
+		files = groups[0].files // sorted and distinct already
+	} else {
+		for _, g := range groups {
+			files = append(files, g.files...)
+		}
+		files = sortedInputs(files)
+	}
+	cache := <-statCache
+	all, read, err := readInputs(ctx, files, cache, o.Verify, func(d, t int) { o.progress("read", d, t) })
+	if err != nil {
+		return nil, nil, err
+	}
+	ins := &inputSet{all: all, read: read, kept: cache.Kept, fresh: map[string]*input{}}
+	cache.Entries = nil // all holds what the build needs of them
+	for _, in := range all {
+		if in.pkg != nil {
+			ins.fresh[in.SHA256] = in
+		}
+	}
+	return groups, ins, nil
+}
+
+// sortedInputs sorts files by path and drops repeated paths.
+func sortedInputs(files []inputFile) []inputFile {
+	slices.SortFunc(files, func(a, b inputFile) int { return strings.Compare(a.path, b.path) })
+	return slices.CompactFunc(files, func(a, b inputFile) bool { return a.path == b.path })
+}
+
+// forSum returns an input file whose digest is sum, preferring one read in this build
+// (its stanza is at hand). It is nil when no input has that digest.
+func (s *inputSet) forSum(sum string) *input {
+	if in, ok := s.fresh[sum]; ok {
+		return in
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bySum == nil {
+		s.bySum = make(map[string]*input, len(s.all))
+		for _, in := range s.all {
+			s.bySum[in.SHA256] = in
+		}
+	}
+	return s.bySum[sum]
+}

@@ -1,0 +1,242 @@
+package gen
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/armor-apt/armor/manifest"
+)
+
+// oldIndex is the tree's current Packages file, split into stanzas.
+type oldIndex struct {
+	stanzas [][]byte
+	sums    [][]byte // the SHA256 field of each stanza
+	// members[i] is the package of stanzas[i], when the file lists exactly the previous
+	// release's members in order: then stanzas are found by walking both lists together.
+	members []*manifest.Package
+	next    int
+	bySum   map[string]int // otherwise, stanzas by SHA256; made when first needed
+}
+
+// readOldIndex returns the tree's copy of an index, split, with members (the previous
+// release's members of the index) attached: taken from pf if it was read ahead, read now
+// otherwise.
+func readOldIndex(tree, indexPath string, members []*manifest.Package, pf *prefetch) *oldIndex {
+	x := pf.take(indexPath)
+	if x == nil {
+		x = loadOldIndex(filepath.Join(tree, filepath.FromSlash(indexPath)), len(members))
+	}
+	x.attach(members)
+	return x
+}
+
+// loadOldIndex reads and splits an index file, expecting about n stanzas. A missing or
+// unreadable file gives an index of no stanzas.
+func loadOldIndex(file string, n int) *oldIndex {
+	x := &oldIndex{}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return x
+	}
+	x.stanzas, x.sums = make([][]byte, 0, n+1), make([][]byte, 0, n+1)
+	for len(data) > 0 {
+		end := bytes.Index(data, []byte("\n\n"))
+		var st []byte
+		if end < 0 {
+			st, data = data, nil
+		} else {
+			st, data = data[:end+1], data[end+2:]
+		}
+		x.stanzas = append(x.stanzas, st)
+		x.sums = append(x.sums, stanzaField(st, "\nSHA256: "))
+	}
+	return x
+}
+
+// attach notes members as the packages of the stanzas, when the file lists exactly them
+// in order: then find walks both lists together.
+func (x *oldIndex) attach(members []*manifest.Package) {
+	if len(members) != len(x.stanzas) {
+		return
+	}
+	for i, p := range members {
+		if p.SHA256 != string(x.sums[i]) {
+			return
+		}
+	}
+	x.members = members
+}
+
+// find returns the stanza of p, or nil. Calls come in canonical order.
+func (x *oldIndex) find(p *manifest.Package) []byte {
+	i := -1
+	if x.members != nil {
+		for x.next < len(x.members) && comparePackages(*x.members[x.next], *p) < 0 {
+			x.next++
+		}
+		if x.next < len(x.members) && *x.members[x.next] == *p {
+			i = x.next
+		}
+	} else {
+		if x.bySum == nil {
+			x.bySum = make(map[string]int, len(x.stanzas))
+			for i, sum := range x.sums {
+				x.bySum[string(sum)] = i
+			}
+		}
+		if j, ok := x.bySum[p.SHA256]; ok {
+			i = j
+		}
+	}
+	// The stanza must describe this very file at this very path.
+	if i < 0 || string(x.sums[i]) != p.SHA256 || string(stanzaField(x.stanzas[i], "\nFilename: ")) != p.Path {
+		return nil
+	}
+	return x.stanzas[i]
+}
+
+// stanzaField returns the value of the field whose "\nName: " prefix is given, or nil.
+// Packages stanzas end with Filename, Size, MD5sum, SHA1 and SHA256, so it looks at the
+// last lines first: a stanza is a kilobyte, and this runs once per reused package.
+func stanzaField(st []byte, prefix string) []byte {
+	end := len(st) - 1 // the stanza's final newline
+	for range 5 {
+		if end <= 0 {
+			break
+		}
+		start := bytes.LastIndexByte(st[:end], '\n')
+		if start < 0 {
+			break
+		}
+		if line := st[start:end]; bytes.HasPrefix(line, []byte(prefix)) {
+			return line[len(prefix):]
+		}
+		end = start
+	}
+	i := bytes.LastIndex(st, []byte(prefix))
+	if i < 0 {
+		return nil
+	}
+	rest := st[i+len(prefix):]
+	if j := bytes.IndexByte(rest, '\n'); j >= 0 {
+		return rest[:j]
+	}
+	return nil
+}
+
+// prefetch reads the tree's indexes of the previous release in the background, in the
+// order writeIndexes visits them, while the inputs are listed: at 100,000 packages,
+// reading and splitting the old index is a tenth of a second that the walk leaves a core
+// free for. It stops before the indexes read exceed a budget, so that a repository of many
+// large indexes does not hold them all at once; writeIndexes reads the rest itself. A nil
+// *prefetch holds nothing.
+type prefetch struct {
+	mu      sync.Mutex
+	pending map[string]chan *oldIndex // read, or to be read, and not taken yet
+	dropped map[string]bool           // no longer wanted: not to be read
+	quit    chan struct{}             // closed by stop
+	done    chan struct{}             // closed when the reading goroutine returns
+}
+
+// prefetchBudget is how many bytes of old indexes a build reads ahead, at most.
+var prefetchBudget int64 = 256 << 20
+
+// startPrefetch starts reading ahead the indexes prev lists, on a goroutine that runs
+// until it is done or stop is called. A build that verifies reuses nothing, so it reads
+// nothing ahead.
+func startPrefetch(o *Options, prev *manifest.Manifest) *prefetch {
+	pf := &prefetch{
+		pending: map[string]chan *oldIndex{}, dropped: map[string]bool{},
+		quit: make(chan struct{}), done: make(chan struct{}),
+	}
+	if prev == nil || o.Verify {
+		close(pf.done)
+		return pf
+	}
+	type job struct {
+		rel string
+		n   int
+		ch  chan *oldIndex
+	}
+	var jobs []job
+	budget := prefetchBudget
+indexes:
+	for _, s := range o.Suites {
+		for _, comp := range s.Components {
+			for _, arch := range s.Architectures {
+				rel := "dists/" + s.Codename + "/" + comp + "/binary-" + arch + "/Packages"
+				i, ok := slices.BinarySearchFunc(prev.Files, rel, func(f manifest.File, p string) int { return strings.Compare(f.Path, p) })
+				if !ok {
+					continue
+				}
+				if budget -= prev.Files[i].Size; budget < 0 {
+					break indexes
+				}
+				// A stanza is about a kilobyte: the estimate only sizes the slices.
+				j := job{rel, int(prev.Files[i].Size/1024) + 1, make(chan *oldIndex, 1)}
+				pf.pending[rel] = j.ch
+				jobs = append(jobs, j)
+			}
+		}
+	}
+	go func() {
+		defer close(pf.done)
+		for _, j := range jobs {
+			select {
+			case <-pf.quit:
+				return
+			default:
+			}
+			pf.mu.Lock()
+			skip := pf.dropped[j.rel]
+			pf.mu.Unlock()
+			if !skip {
+				j.ch <- loadOldIndex(filepath.Join(o.TreeDir, filepath.FromSlash(j.rel)), j.n)
+			}
+		}
+	}()
+	return pf
+}
+
+// take returns the prefetched index at rel, waiting for it, or nil if it was not
+// prefetched.
+func (pf *prefetch) take(rel string) *oldIndex {
+	if pf == nil {
+		return nil
+	}
+	pf.mu.Lock()
+	ch := pf.pending[rel]
+	delete(pf.pending, rel)
+	pf.mu.Unlock()
+	if ch == nil {
+		return nil
+	}
+	return <-ch
+}
+
+// drop forgets the index at rel, which writeIndexes is done with: if it is not read yet,
+// it will not be; if it is, it is garbage.
+func (pf *prefetch) drop(rel string) {
+	if pf == nil {
+		return
+	}
+	pf.mu.Lock()
+	if _, ok := pf.pending[rel]; ok {
+		delete(pf.pending, rel)
+		pf.dropped[rel] = true
+	}
+	pf.mu.Unlock()
+}
+
+// stop ends the reading ahead and waits for it.
+func (pf *prefetch) stop() {
+	if pf == nil {
+		return
+	}
+	close(pf.quit)
+	<-pf.done
+}

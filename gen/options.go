@@ -1,0 +1,135 @@
+package gen
+
+import (
+	"crypto"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/manifest"
+)
+
+// Suite is one distribution of the repository: dists/<Codename>/.
+type Suite struct {
+	Suite         string // the Suite field ("stable"); defaults to Codename
+	Codename      string // the directory under dists/ and the Codename field
+	Components    []string
+	Architectures []string
+	Description   string
+	ValidFor      time.Duration // 0: no Valid-Until
+	// Inputs maps a component to glob patterns of .deb files (** matches any depth),
+	// relative to Options.BaseDir.
+	Inputs map[string][]string
+}
+
+// Options is everything one build needs. Build reads no configuration file and no
+// environment: the caller resolves those.
+type Options struct {
+	Repository  string // the manifest's repository name
+	Origin      string
+	Label       string
+	Description string
+	Suites      []Suite
+
+	BaseDir  string // inputs are relative to it
+	TreeDir  string // the dists/ + pool/ tree
+	CacheDir string // the build cache (stat cache, compressed index chunks)
+
+	Previous *manifest.Manifest // the last built manifest; nil for a first build
+	// LoadPrevious, when set and Previous is nil, returns the last built manifest (nil for
+	// a first build). Build calls it on its own goroutine while it lists the inputs, and
+	// fails with its error; an error in the inputs found first takes precedence.
+	LoadPrevious func() (*manifest.Manifest, error)
+
+	Key    *sign.Key
+	Hash   crypto.Hash // signature digest: crypto.SHA256 or crypto.SHA512
+	Date   time.Time   // SOURCE_DATE_EPOCH, or now
+	Verify bool        // rehash every input instead of trusting size and mtime
+	Resign bool        // re-sign every Release even when nothing changed (refreshes Date and Valid-Until)
+
+	Progress func(Progress) // may be nil; called from several goroutines
+}
+
+// Progress reports how far a build is.
+type Progress struct {
+	Phase       string // "read", "index", "write"
+	Done, Total int
+}
+
+// Stats summarise what a build did.
+type Stats struct {
+	Inputs         int   // .deb files named by the configuration
+	Read           int   // of those, opened and parsed in this build
+	Packages       int   // packages in the release
+	Added          int   // packages not in the previous release
+	Removed        int   // packages of the previous release no longer listed
+	IndexesWritten int   // Packages indexes regenerated (each in three forms)
+	SuitesSigned   int   // Release files written and signed
+	FilesWritten   int   // files written to the tree
+	BytesWritten   int64 // bytes written to the tree
+}
+
+// Result is the outcome of Build.
+type Result struct {
+	Manifest *manifest.Manifest
+	// Encoded is the manifest file's content (manifest.Marshal of Manifest), nil when
+	// UpToDate: the caller writes it, once the tree is in place.
+	Encoded  []byte
+	UpToDate bool // nothing changed: no file was written and Manifest is Previous
+	Stats    Stats
+}
+
+// ErrConflict wraps errors about two different files claiming one package identity.
+var ErrConflict = errors.New("conflicting packages")
+
+func (o *Options) check() error {
+	switch {
+	case o.Repository == "":
+		return errors.New("build: repository name is empty")
+	case len(o.Suites) == 0:
+		return errors.New("build: no suites configured")
+	case o.TreeDir == "" || o.CacheDir == "":
+		return errors.New("build: tree and cache directories are required")
+	case o.Key == nil:
+		return errors.New("build: no signing key")
+	case o.Date.IsZero():
+		return errors.New("build: no build date")
+	}
+	if o.Hash == 0 {
+		o.Hash = crypto.SHA512
+	}
+	for i := range o.Suites {
+		s := &o.Suites[i]
+		if s.Codename == "" {
+			return fmt.Errorf("build: suite %d has no codename", i+1)
+		}
+		if s.Suite == "" {
+			s.Suite = s.Codename
+		}
+		if len(s.Components) == 0 || len(s.Architectures) == 0 {
+			return fmt.Errorf("build: suite %s needs components and architectures", s.Codename)
+		}
+		// Names become tree paths: refuse anything that could leave dists/ or pool/.
+		names := append([]string{s.Codename}, s.Components...)
+		for _, n := range append(names, s.Architectures...) {
+			if !manifest.ValidPath(n) || strings.HasPrefix(n, ".") {
+				return fmt.Errorf("build: suite %s: %q is not a safe name for a tree path", s.Codename, n)
+			}
+		}
+		for comp := range s.Inputs {
+			if !slices.Contains(s.Components, comp) {
+				return fmt.Errorf("build: suite %s: inputs name component %q, which the suite does not list", s.Codename, comp)
+			}
+		}
+	}
+	return nil
+}
+
+func (o *Options) progress(phase string, done, total int) {
+	if o.Progress != nil {
+		o.Progress(Progress{Phase: phase, Done: done, Total: total})
+	}
+}

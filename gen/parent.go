@@ -1,0 +1,168 @@
+package gen
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/armor-apt/armor/manifest"
+)
+
+// parent is the release a build starts from, as the tree holds it.
+type parent struct {
+	m     *manifest.Manifest       // nil for a first build
+	files map[string]manifest.File // m's files by path
+	old   *prefetch                // m's indexes read ahead; nil when none are
+}
+
+// packages returns the parent's packages, none for a first build.
+func (p *parent) packages() []manifest.Package {
+	if p.m == nil {
+		return nil
+	}
+	return p.m.Packages
+}
+
+// loader loads in the background, one after the other: the stat cache, needed as soon
+// as the inputs are listed; the previous manifest, needed once they are read; and then
+// it starts the reading ahead of the old indexes, for the stanzas. One goroutine for the
+// two loads leaves the other core to the listing of the inputs (mostly kernel time),
+// which is what the build waits for. The loader owns what it loads until parent hands
+// it over; close stops it and waits for it.
+type loader struct {
+	statCache chan *statCache // receives the stat cache, once
+	stop      chan struct{}   // closed by close: load nothing more
+	done      chan struct{}   // closed once prev, err and old are set
+	prev      *manifest.Manifest
+	err       error
+	old       *prefetch
+}
+
+func startLoading(o *Options) *loader {
+	l := &loader{
+		statCache: make(chan *statCache, 1),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	go func() {
+		defer close(l.done)
+		c := loadStatCache(statCachePath(o))
+		// Without a cache every input is read again, and no stanza comes from the old
+		// indexes: nothing to read ahead.
+		readAhead := len(c.Entries) > 0
+		l.statCache <- c
+		l.loadPrevious(o, readAhead)
+	}()
+	return l
+}
+
+// loadPrevious loads the previous manifest, when Options.LoadPrevious is set, and then,
+// if readAhead, starts reading its indexes ahead. If Build has returned meanwhile, it
+// loads nothing.
+func (l *loader) loadPrevious(o *Options, readAhead bool) {
+	select {
+	case <-l.stop:
+		l.err = errors.New("build: stopped")
+		return
+	default:
+	}
+	prev := o.Previous
+	if prev == nil && o.LoadPrevious != nil {
+		if prev, l.err = o.LoadPrevious(); l.err != nil {
+			return
+		}
+	}
+	l.prev = prev
+	if readAhead {
+		l.old = startPrefetch(o, prev)
+	}
+}
+
+// parent waits for the previous manifest and returns the parent. Nothing may read
+// Options.Previous instead: it is nil when LoadPrevious loads the manifest.
+func (l *loader) parent() (*parent, error) {
+	<-l.done
+	if l.err != nil {
+		return nil, l.err
+	}
+	p := &parent{m: l.prev, files: map[string]manifest.File{}, old: l.old}
+	if p.m != nil {
+		for _, f := range p.m.Files {
+			p.files[f.Path] = f
+		}
+	}
+	return p, nil
+}
+
+// close stops the loading and the reading ahead, and waits for both.
+func (l *loader) close() {
+	close(l.stop)
+	<-l.done
+	l.old.stop()
+}
+
+// parentDiff is how a release's packages differ from its parent's.
+type parentDiff struct {
+	changed        []int // indexes in the package list of those the parent does not list as they are
+	added, removed int   // packages (by identity) new or with new contents, and gone
+}
+
+// diffParent compares the package list with the parent's (nil for a first build). It
+// refuses a package that would give a published pool path other bytes: clients holding
+// an index of an earlier release fetch it by that path and check its hash (dak and aptly
+// refuse the same).
+func diffParent(prev *manifest.Manifest, pkgs packageList) (parentDiff, error) {
+	var d parentDiff
+	var old []manifest.Package
+	if prev != nil {
+		old = prev.Packages
+	}
+	cur := pkgs.list
+	// Both lists are in canonical order: walk them together.
+	i, j := 0, 0
+	for i < len(old) || j < len(cur) {
+		switch {
+		case j == len(cur):
+			d.removed++
+			i++
+		case i == len(old):
+			d.added++
+			d.changed = append(d.changed, j)
+			j++
+		default:
+			switch c := comparePackageKeys(old[i], cur[j]); {
+			case c < 0:
+				d.removed++
+				i++
+			case c > 0:
+				d.added++
+				d.changed = append(d.changed, j)
+				j++
+			default:
+				if old[i].SHA256 != cur[j].SHA256 {
+					d.added++
+				}
+				if old[i] != cur[j] {
+					d.changed = append(d.changed, j)
+				}
+				i++
+				j++
+			}
+		}
+	}
+	// Only packages the parent does not list as they are can break the pool path rule.
+	if len(d.changed) == 0 || prev == nil {
+		return d, nil
+	}
+	byNewPath := make(map[string]int, len(d.changed))
+	for _, i := range d.changed {
+		byNewPath[cur[i].Path] = i
+	}
+	for _, p := range prev.Packages {
+		if i, ok := byNewPath[p.Path]; ok && cur[i].SHA256 != p.SHA256 {
+			c := cur[i]
+			return d, fmt.Errorf("%w: %s is %s %s (%s), already published as %s with different contents; apt clients holding the previous index would get a hash sum mismatch: give the new build a new version (for example a +b1 binNMU suffix)",
+				ErrConflict, pkgs.from[i].Path, c.Name, c.Version, c.Architecture, p.Path)
+		}
+	}
+	return d, nil
+}

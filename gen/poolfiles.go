@@ -1,0 +1,69 @@
+package gen
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/armor-apt/armor/manifest"
+	"golang.org/x/sync/errgroup"
+)
+
+// stagePool copies into the tree every pool file of pkgs it does not hold yet. A file the
+// parent published under the same path with the same digest is trusted to be in place
+// (--verify rehashes it); anything else is copied, so a replaced input of the same size is
+// never mistaken for the old one. changed indexes pkgs: those the parent does not list as
+// they are.
+func stagePool(tw *treeWriter, o *Options, parent *manifest.Manifest, pkgs []manifest.Package, changed []int, ins *inputSet) error {
+	todo := pkgs
+	if _, err := os.Stat(filepath.Join(o.TreeDir, "pool")); parent != nil && err == nil && !o.Verify {
+		// As indexes are: the previous build wrote and renamed the others in place. A tree
+		// removed whole is rebuilt whole; --verify repairs parts.
+		todo = make([]manifest.Package, len(changed))
+		for i, j := range changed {
+			todo[i] = pkgs[j]
+		}
+	}
+	// Copies run in parallel: a first build of a large repository is mostly file-system
+	// round trips, which overlap well.
+	g := new(errgroup.Group)
+	g.SetLimit(8)
+	staged := make(map[string]bool, len(todo))
+	for _, p := range todo {
+		if staged[p.Path] {
+			continue // the same file in two suites
+		}
+		staged[p.Path] = true
+		src := ins.forSum(p.SHA256)
+		if src == nil {
+			g.Wait() // the copies started stage nothing after the tree writer's Abort
+			return fmt.Errorf("no input file for %s %s (%s)", p.Name, p.Version, p.Architecture)
+		}
+		g.Go(func() error {
+			if o.Verify {
+				dst := filepath.Join(o.TreeDir, filepath.FromSlash(p.Path))
+				if sum, err := fileSHA256(dst); err == nil && sum == p.SHA256 {
+					return nil
+				}
+			}
+			return tw.CopyFile(p.Path, src.Path)
+		})
+	}
+	return g.Wait()
+}
+
+func fileSHA256(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
