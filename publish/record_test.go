@@ -20,7 +20,7 @@ import (
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/controld/state/bolt"
-	"github.com/armor-apt/armor/gen"
+	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/gen/sign"
 	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/armor-apt/armor/manifest"
@@ -244,7 +244,7 @@ func releaseDate(t *testing.T, s store.Store, m *manifest.Manifest) time.Time {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := gen.ReleaseDate(data)
+	d, err := release.Date(data)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/client"
-	"github.com/armor-apt/armor/gen"
+	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/gen/sign"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/store"
@@ -139,7 +139,7 @@ func republishDate(ctx context.Context, s store.Store, cur *manifest.Manifest) (
 		if err != nil {
 			return time.Time{}, err
 		}
-		if d, err := gen.ReleaseDate(data); err == nil && !date.After(d) {
+		if d, err := release.Date(data); err == nil && !date.After(d) {
 			date = d.Add(time.Second)
 		}
 	}
@@ -163,11 +163,11 @@ func resign(ctx context.Context, o RepublishOptions, st *staging, prev *manifest
 		if err != nil {
 			return nil, err
 		}
-		release, err := gen.Redate(old, date)
+		redated, err := release.Redate(old, date)
 		if err != nil {
 			return nil, fmt.Errorf("%s of release %s: %w", f.Path, short(prev.ID), err)
 		}
-		inRelease, detached, err := key.SignRelease(release, o.Hash)
+		inRelease, detached, err := key.SignRelease(redated, o.Hash)
 		if err != nil {
 			return nil, err
 		}
@@ -175,7 +175,7 @@ func resign(ctx context.Context, o RepublishOptions, st *staging, prev *manifest
 		for _, nf := range []struct {
 			name string
 			data []byte
-		}{{"Release", release}, {"InRelease", inRelease}, {"Release.gpg", detached}} {
+		}{{"Release", redated}, {"InRelease", inRelease}, {"Release.gpg", detached}} {
 			mf, err := st.stage(nf.data)
 			if err != nil {
 				return nil, err
