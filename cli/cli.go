@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
+	"github.com/armor-apt/armor/publish"
 )
 
 // Version is set at link time.
@@ -61,6 +62,10 @@ const (
 	exitOK      = 0
 	exitFailure = 1
 	exitUsage   = 2
+	// exitStaleParent: a push was refused because the release it was built on is not
+	// the active release (another push won the race, or the manifest is stale); nothing
+	// was activated. Rebuild on the active release and push again.
+	exitStaleParent = 3
 )
 
 // Main runs armor with args and returns the process exit code.
@@ -109,11 +114,16 @@ func Main(args []string, stdout, stderr io.Writer) int {
 
 type kongExit int
 
+// report prints err and returns the exit code it calls for.
 func report(stderr io.Writer, err error) int {
 	fmt.Fprintf(stderr, "armor: %v\n", err)
 	var ee *exitError
-	if errors.As(err, &ee) {
+	var stale *publish.StaleParentError
+	switch {
+	case errors.As(err, &ee):
 		return ee.code
+	case errors.As(err, &stale):
+		return exitStaleParent
 	}
 	return exitFailure
 }

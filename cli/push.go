@@ -22,6 +22,14 @@ type PushCmd struct {
 	Jobs       int  `help:"Objects checked and uploaded at once." default:"8"`
 }
 
+// Help is push's detailed help: when it activates, and what its exit status says.
+func (c *PushCmd) Help() string {
+	return fmt.Sprintf(`The release is activated only on its parent: if controld's active release is no longer the release this one was built on (another push won the race, armor rollback re-published, or the manifest is stale), nothing is activated. Pushing a release that is already active again finishes the job.
+
+Exit status: %d when the release is pushed (and active, unless --no-activate); %d when it was refused because the release it was built on is not the active release: rebuild on the active release (armor build) and push again; %d on any other error.`,
+		exitOK, exitStaleParent, exitFailure)
+}
+
 // Run pushes.
 func (c *PushCmd) Run(g *Globals) error {
 	res, err := runPush(g.ctx, g.Config, pushOptions{
@@ -46,7 +54,11 @@ type pushOptions struct {
 }
 
 type pushResult struct {
+	// Outcome is one of the outcome constants.
+	Outcome       string   `json:"outcome"`
 	Release       string   `json:"release"`
+	Parent        string   `json:"parent"`           // "" for a first release
+	Active        string   `json:"active,omitempty"` // when refused: the active release
 	Manifest      string   `json:"manifest_object"`
 	Store         string   `json:"store"`
 	Objects       int      `json:"objects"`
@@ -61,8 +73,21 @@ type pushResult struct {
 	Activated     bool     `json:"activated"`
 	Controld      string   `json:"controld,omitempty"`
 	Note          string   `json:"note,omitempty"`
+	Error         string   `json:"error,omitempty"`
 	Elapsed       float64  `json:"elapsed_seconds"`
 }
+
+// What a push came to, as --json reports it.
+const (
+	outcomeDryRun    = "dry_run"
+	outcomeStored    = "stored"    // in the store; not recorded (no controld)
+	outcomeRecorded  = "recorded"  // recorded as a draft (--no-activate)
+	outcomeActivated = "activated" // recorded and active
+	// outcomeStaleParent: the release it was built on is not the active release, so
+	// nothing was activated (exit status exitStaleParent).
+	outcomeStaleParent = "parent_not_active"
+	outcomeFailed      = "failed" // in the store, then failed (see error)
+)
 
 // runPush maps armor.toml onto publish.Push and its result onto what push prints.
 func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, error) {
@@ -97,13 +122,31 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 	if err == nil && !r.DryRun && po.Controld == nil {
 		res.Note = "no controld configured ([controld] url in armor.toml): the release is in the store but not recorded"
 	}
+	var stale *publish.StaleParentError
+	switch {
+	case errors.As(err, &stale):
+		res.Outcome, res.Active = outcomeStaleParent, stale.Active
+	case err != nil:
+		res.Outcome = outcomeFailed
+	case r.DryRun:
+		res.Outcome = outcomeDryRun
+	case r.Activated:
+		res.Outcome = outcomeActivated
+	case r.Recorded:
+		res.Outcome = outcomeRecorded
+	default:
+		res.Outcome = outcomeStored
+	}
+	if err != nil {
+		res.Error = err.Error()
+	}
 	return res, err
 }
 
 func newPushResult(r *publish.PushResult) *pushResult {
 	s := r.Uploads
 	res := &pushResult{
-		Release: r.Release, Manifest: r.Manifest, Store: r.Store,
+		Release: r.Release, Parent: r.Parent, Manifest: r.Manifest, Store: r.Store,
 		Objects: s.Objects, Known: s.Known, Present: s.Present, Uploaded: s.Uploaded,
 		BytesUploaded: s.BytesUploaded, BytesPresent: s.BytesPresent,
 		DryRun: r.DryRun, Recorded: r.Recorded, Activated: r.Activated, Controld: r.Controld,
@@ -154,6 +197,8 @@ func printPush(g *Globals, r *pushResult) error {
 	fmt.Fprintf(w, "  objects: %d; uploaded %d (%s), already present %d (%s), known from the last push %d\n",
 		r.Objects, r.Uploaded, humanBytes(r.BytesUploaded), r.Present, humanBytes(r.BytesPresent), r.Known)
 	switch {
+	case r.Outcome == outcomeStaleParent:
+		fmt.Fprintf(w, "  not activated in controld %s: the release it was built on is not the active one\n", r.Controld)
 	case r.Activated:
 		fmt.Fprintf(w, "  recorded and activated in controld %s\n", r.Controld)
 	case r.Recorded:

@@ -2,18 +2,24 @@ package cli
 
 // Tests of armor push as a user runs it, against a local directory store and a real S3
 // server on loopback (cmd/s3server): refusing a tampered tree, dry runs, the repository's
-// lock, and the messages for bad credentials and an endpoint that does not answer. The
-// push workflow itself (what an incremental push uploads, resuming a killed push) is
-// tested in package publish.
+// lock, and the messages for bad credentials and an endpoint that does not answer; with
+// the armor binary against a controld in process, activating only on the parent, also
+// when two pushes race. The push workflow itself (what an incremental push uploads,
+// resuming a killed push) is tested in package publish.
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -24,8 +30,12 @@ import (
 	"time"
 
 	"github.com/armor-apt/armor/cli/config"
+	"github.com/armor-apt/armor/controld"
+	"github.com/armor-apt/armor/controld/client"
+	"github.com/armor-apt/armor/controld/state/bolt"
 	"github.com/armor-apt/armor/internal/lockfile"
 	"github.com/armor-apt/armor/internal/testkit/s3test"
+	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/store"
 )
@@ -370,5 +380,299 @@ func TestBuildAndPushLock(t *testing.T) {
 	}
 	if res.Stats.SuitesSigned == 0 {
 		t.Errorf("the build after the lock was released signed nothing: %+v", res.Stats)
+	}
+}
+
+// armorBinary is the armor binary for tests that run it as separate processes:
+// $ARMOR_BIN (bin/armor after make build), or one built for the test.
+func armorBinary(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("ARMOR_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(t.TempDir(), "armor")
+	if out, err := exec.Command("go", "build", "-o", bin, "./armor").CombinedOutput(); err != nil {
+		t.Fatalf("build armor (or set ARMOR_BIN to a built one, e.g. bin/armor after make build): %v\n%s", err, out)
+	}
+	return bin
+}
+
+// runBinary runs the armor binary with args, as a user's shell or CI job does.
+func runBinary(bin string, args ...string) (result, error) {
+	cmd := exec.Command(bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		return result{}, fmt.Errorf("run %s %s: %w", bin, strings.Join(args, " "), err)
+	}
+	return result{cmd.ProcessState.ExitCode(), stdout.String(), stderr.String()}, nil
+}
+
+// controldSite is a controld in process on 127.0.0.1 over a local directory store, and
+// a token file holding a token with every right.
+type controldSite struct {
+	url, remote, tokenFile string
+	client                 *client.Client
+}
+
+func newControldSite(t *testing.T) controldSite {
+	t.Helper()
+	dir := t.TempDir()
+	site := controldSite{remote: filepath.Join(dir, "store"), tokenFile: filepath.Join(dir, "token")}
+	secret, err := controld.CreateToken(dir, "root", []string{"*"}, []string{"admin", "push", "activate", "read"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(site.tokenFile, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.OpenRclone(context.Background(), site.remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := bolt.Open(filepath.Join(dir, controld.DBFile), &bolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := controld.NewServer(controld.Config{}, s, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		srv.Close()
+		hs.Close()
+		st.Close()
+	})
+	site.url = hs.URL
+	site.client = client.New(hs.URL, secret, hs.Client())
+	return site
+}
+
+// project writes a project that pushes to the site, with the test packages and extra
+// ones, and builds it.
+func (s controldSite) project(t *testing.T, extra ...string) pushProject {
+	t.Helper()
+	p := pushProject{dir: t.TempDir(), remote: s.remote}
+	p.cfg = newProject(t, p.dir, projectOptions{store: s.remote,
+		extra: fmt.Sprintf("\n[controld]\nurl = %q\ntoken_file = %q\n", s.url, s.tokenFile)})
+	p.add(t, extra...)
+	return p
+}
+
+func (s controldSite) active(t *testing.T) string {
+	t.Helper()
+	st, err := s.client.Status(context.Background(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Active == nil {
+		return ""
+	}
+	return st.Active.Release
+}
+
+// clone copies the project (armor.toml, manifest, tree and cache) into a new directory:
+// another pipeline starting from the same parent.
+func (p pushProject) clone(t *testing.T) pushProject {
+	t.Helper()
+	q := pushProject{dir: t.TempDir(), remote: p.remote}
+	if err := os.CopyFS(q.dir, os.DirFS(p.dir)); err != nil {
+		t.Fatal(err)
+	}
+	q.cfg = filepath.Join(q.dir, testConfigName)
+	return q
+}
+
+// add writes the named packages into the project and builds it; it returns the release.
+func (p pushProject) add(t *testing.T, names ...string) *buildResult {
+	t.Helper()
+	for _, name := range names {
+		if _, err := synth.WriteOne(filepath.Join(p.dir, "debs"), name, "1.0-1", "amd64", ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := runBuild(context.Background(), p.cfg, buildOptions{})
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	return res
+}
+
+// pushJSON runs armor push --json as a separate process and decodes what it printed.
+func pushJSON(bin string, p pushProject) (result, pushResult, error) {
+	r, err := runBinary(bin, "--json", "-c", p.cfg, "push")
+	var out pushResult
+	if err == nil {
+		if jerr := json.Unmarshal([]byte(r.stdout), &out); jerr != nil {
+			err = fmt.Errorf("armor push --json printed no result (%v): %s", jerr, r)
+		}
+	}
+	return r, out, err
+}
+
+// checkStale fails unless r is a push of release refused with exit status 3 because it
+// was built on parent while active is the active release.
+func checkStale(t *testing.T, r result, release, parent, active string) {
+	t.Helper()
+	if r.code != exitStaleParent {
+		t.Fatalf("push of %.12s (built on %.12s) while %.12s is active: want exit %d, got %s", release, parent, active, exitStaleParent, r)
+	}
+	built := "first release (no parent)"
+	if parent != "" {
+		built = "was built on " + parent[:12]
+	}
+	for _, want := range []string{"release " + release[:12], built, "the active release is " + active[:12],
+		"another release was activated since this one was built: rebuild on the active release (armor build) and push again"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the refused push's message lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stdout, "recorded and activated") {
+		t.Errorf("the refused push claims an activation:\n%s", r.stdout)
+	}
+}
+
+// TestPushOnlyOnParent, with the armor binary: of two releases built on the same parent
+// and pushed one after the other, the second exits 3 naming the active release and its
+// parent, and the active release keeps the first one's package; pushing the active
+// release again exits 0; after armor rollback re-published, pushing the rolled-back
+// release again is refused rather than re-activating it; a release built as the first
+// is refused once the repository has an active release.
+func TestPushOnlyOnParent(t *testing.T) {
+	t.Parallel()
+	bin := armorBinary(t)
+	site := newControldSite(t)
+	base := site.project(t)
+	armorOK(t, "-c", base.cfg, "repos", "create")
+	if r, err := runBinary(bin, "-c", base.cfg, "push"); err != nil || r.code != 0 {
+		t.Fatalf("first push: %v %s", err, r)
+	}
+	parent := site.active(t)
+
+	x, y := base.clone(t), base.clone(t)
+	first, second := x.add(t, "alpha"), y.add(t, "beta")
+	if r, err := runBinary(bin, "-c", x.cfg, "push"); err != nil || r.code != 0 || !strings.Contains(r.stdout, "recorded and activated") {
+		t.Fatalf("push of the first release built on %.12s: %v %s", parent, err, r)
+	}
+	r, err := runBinary(bin, "-c", y.cfg, "push")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStale(t, r, second.Release, parent, first.Release)
+	t.Logf("the second push: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r, out, err := pushJSON(bin, y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStale(t, r, second.Release, parent, first.Release)
+	if out.Outcome != outcomeStaleParent || out.Parent != parent || out.Active != first.Release || out.Recorded || out.Activated || out.Error == "" {
+		t.Errorf("push --json of the refused release: %+v", out)
+	}
+	if got := site.active(t); got != first.Release {
+		t.Fatalf("active after the refused push: %.12s, want %.12s", got, first.Release)
+	}
+	if m := loadManifest(t, x.manifestPath()); !slices.ContainsFunc(m.Packages, func(p manifest.Package) bool { return p.Name == "alpha" }) {
+		t.Errorf("the active release %.12s lacks alpha", m.ID)
+	}
+
+	// Pushed again (as after a push that died once it had activated): exit 0.
+	r, out, err = pushJSON(bin, x)
+	if err != nil || r.code != 0 || out.Outcome != outcomeActivated || out.Parent != parent {
+		t.Fatalf("push of the active release again: %v %s", err, r)
+	}
+
+	// armor rollback re-publishes the parent's content as a new release; the release it
+	// rolled back stays rolled back.
+	armorOK(t, "-c", x.cfg, "rollback")
+	rolled := site.active(t)
+	if rolled == first.Release || rolled == parent {
+		t.Fatalf("after armor rollback %.12s is active, want a new release", rolled)
+	}
+	r, err = runBinary(bin, "-c", x.cfg, "push")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStale(t, r, first.Release, parent, rolled)
+
+	// A first release (no parent) once the repository has an active one.
+	z := site.project(t, "zeta")
+	zm := loadManifest(t, z.manifestPath())
+	if zm.Parent != "" {
+		t.Fatalf("a fresh project's release has the parent %s", zm.Parent)
+	}
+	r, err = runBinary(bin, "-c", z.cfg, "push")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStale(t, r, zm.ID, "", rolled)
+	if got := site.active(t); got != rolled {
+		t.Errorf("active after the refused pushes: %.12s, want %.12s", got, rolled)
+	}
+
+	help := strings.Join(strings.Fields(armorOK(t, "push", "--help")), " ") // unwrapped
+	if !strings.Contains(help, fmt.Sprintf("%d when it was refused because the release it was built on is not the active", exitStaleParent)) {
+		t.Errorf("armor push --help does not document exit status %d:\n%s", exitStaleParent, help)
+	}
+}
+
+// TestPushRaceProcesses: two armor push processes with releases built on the same
+// parent, started at once, a few rounds over: each round exactly one activates, the
+// other exits 3 naming the winner, and the active release holds every winner's package.
+func TestPushRaceProcesses(t *testing.T) {
+	t.Parallel()
+	bin := armorBinary(t)
+	site := newControldSite(t)
+	w := site.project(t)
+	armorOK(t, "-c", w.cfg, "repos", "create")
+	if r, err := runBinary(bin, "-c", w.cfg, "push"); err != nil || r.code != 0 {
+		t.Fatalf("first push: %v %s", err, r)
+	}
+	parent := site.active(t)
+	var won []string
+	for round := range 4 {
+		racers := []pushProject{w.clone(t), w.clone(t)}
+		names := []string{fmt.Sprintf("race%d-a", round), fmt.Sprintf("race%d-b", round)}
+		ids := make([]string, 2)
+		for k, p := range racers {
+			ids[k] = p.add(t, names[k]).Release
+		}
+		results := make([]result, 2)
+		outs := make([]pushResult, 2)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for k, p := range racers {
+			wg.Go(func() { results[k], outs[k], errs[k] = pushJSON(bin, p) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+		winner := slices.IndexFunc(results, func(r result) bool { return r.code == 0 })
+		if winner < 0 || results[1-winner].code == 0 {
+			t.Fatalf("round %d: exits %d and %d, want one 0 and one %d:\n%s\n%s", round, results[0].code, results[1].code, exitStaleParent, results[0], results[1])
+		}
+		loser := 1 - winner
+		checkStale(t, results[loser], ids[loser], parent, ids[winner])
+		if outs[winner].Outcome != outcomeActivated || outs[loser].Outcome != outcomeStaleParent || outs[loser].Active != ids[winner] {
+			t.Errorf("round %d: --json outcomes %+v and %+v", round, outs[winner], outs[loser])
+		}
+		if got := site.active(t); got != ids[winner] {
+			t.Fatalf("round %d: %.12s is active, want the winner %.12s", round, got, ids[winner])
+		}
+		won = append(won, names[winner])
+		m := loadManifest(t, racers[winner].manifestPath())
+		for _, name := range append(slices.Clone(won), names[loser]) {
+			has := slices.ContainsFunc(m.Packages, func(p manifest.Package) bool { return p.Name == name })
+			if has != (name != names[loser]) {
+				t.Errorf("round %d: the active release has %s: %v", round, name, has)
+			}
+		}
+		t.Logf("round %d: %s won", round, names[winner])
+		w, parent = racers[winner], ids[winner]
 	}
 }

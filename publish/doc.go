@@ -3,9 +3,10 @@
 //
 //   - Push: upload what the store lacks of a release (UploadMissing, guided by the record
 //     of what the last push put there), then Record it in controld and activate it.
-//   - Record: hand a release already in the store to controld, activating it on the
-//     release active now (compare-and-swap); Activate: activate a recorded release,
-//     named by a prefix of its id.
+//   - Record: hand a release already in the store to controld, activating it on its
+//     parent only (compare-and-swap on the release it was built on, so a release never
+//     replaces one it does not contain); Activate: activate a recorded release, named by
+//     a prefix of its id, on the release the operator expects to be active.
 //   - Previous, RollbackPointer and Republish: roll back, either by flipping the pointer
 //     or by re-signing the previous release's content as a new release.
 //   - OpenStore, FetchObject and FetchManifest: reach the store and read an object or a

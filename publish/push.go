@@ -42,9 +42,11 @@ type PushOptions struct {
 
 // Controld says where and how Push records a release.
 type Controld struct {
-	URL      string // named in errors
-	Repo     string
-	Activate bool // activate the release on the one active now (compare-and-swap)
+	URL  string // named in errors
+	Repo string
+	// Activate also activates the release, on its parent only: if the active release is
+	// no longer the one it was built on, nothing is activated (see Record).
+	Activate bool
 	// Client returns controld's client. Push calls it only once the release is in the
 	// store, so an error it returns (such as a missing token) leaves the upload done.
 	Client func() (*client.Client, error)
@@ -53,6 +55,7 @@ type Controld struct {
 // PushResult says what a Push did.
 type PushResult struct {
 	Release  string // the release's id
+	Parent   string // the release it was built on ("" for a first release)
 	Manifest string // the digest of its manifest, stored as an object too
 	Store    string
 	// Uploads counts the release's objects and its manifest together; in a dry run,
@@ -66,10 +69,11 @@ type PushResult struct {
 }
 
 // Push makes a built release present in the store, uploading only what is missing, and
-// hands it to controld. It asks the store only about objects not recorded as pushed by
-// the last successful Push to the same store, uploads the manifest last (a store holding
-// it holds the whole release), then records that manifest as pushed. Killed at any point
-// and run again, it finishes the job.
+// hands it to controld, which activates it only on its parent (a *StaleParentError
+// otherwise). It asks the store only about objects not recorded as pushed by the last
+// successful Push to the same store, uploads the manifest last (a store holding it holds
+// the whole release), then records that manifest as pushed. Killed at any point and run
+// again, it finishes the job.
 //
 // It returns a nil result with an error that stops it before everything is in the
 // store, and the result so far with an error after that.
@@ -134,7 +138,7 @@ func uploadRelease(ctx context.Context, s store.Store, o PushOptions, m *manifes
 	known := knownObjects(pushedStatePath(o.Cache, s))
 	sum := sha256.Sum256(mdata)
 	mobj := hex.EncodeToString(sum[:])
-	res := &PushResult{Release: m.ID, Manifest: mobj, Store: s.String(), DryRun: o.DryRun}
+	res := &PushResult{Release: m.ID, Parent: m.Parent, Manifest: mobj, Store: s.String(), DryRun: o.DryRun}
 	stats, err := UploadMissing(ctx, s, treeUploads(m, o.Tree), UploadOptions{
 		Concurrency: o.Jobs, Known: known, DryRun: o.DryRun, Progress: o.Progress,
 	})
@@ -171,7 +175,7 @@ func record(ctx context.Context, o *Controld, m *manifest.Manifest, res *PushRes
 		return err
 	}
 	activated, err := Record(ctx, c, RecordOptions{
-		URL: o.URL, Repo: o.Repo, Release: m.ID, Manifest: res.Manifest, Activate: o.Activate,
+		URL: o.URL, Repo: o.Repo, Release: m.ID, Parent: m.Parent, Manifest: res.Manifest, Activate: o.Activate,
 	})
 	if err != nil {
 		return err

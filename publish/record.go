@@ -15,37 +15,78 @@ type RecordOptions struct {
 	URL      string // controld's URL, named in errors
 	Repo     string
 	Release  string // the release's id
+	Parent   string // the release it was built on: its manifest's parent ("" for a first release)
 	Manifest string // the digest of its manifest, an object already in the store
-	// Activate also makes the release active, provided the release active when Record
-	// starts is still active then (compare-and-swap).
+	// Activate also makes the release active, provided its parent is the active release
+	// (compare-and-swap on the parent).
 	Activate bool
 }
 
-// Record records a release in controld and, if asked, activates it. A release that is
-// already active is recorded again without a flip. It reports whether the release is
-// active afterwards. Errors name controld; a missing repository or a lost
-// compare-and-swap (client.ErrConflict) says what to do about it.
+// Record records a release in controld and, if asked, activates it on its parent: the
+// flip happens only if the active release is the one the release was built on, so a
+// release never replaces one it does not contain. A release that is active already (a
+// push run again after one that died once it had activated) is left as it is. Record
+// reports whether the release is active afterwards.
+//
+// A release whose parent is not the active release is neither activated nor recorded,
+// and the error is a *StaleParentError. Other errors name controld; a missing repository
+// says what to do about it.
 func Record(ctx context.Context, c *client.Client, o RecordOptions) (activated bool, err error) {
-	expect := ""
-	if o.Activate {
-		st, err := c.Status(ctx, o.Repo)
-		if err != nil {
+	if !o.Activate {
+		if _, err := c.RecordRelease(ctx, o.Repo, o.Manifest, false, ""); err != nil {
 			return false, controldError(o.URL, o.Repo, err)
 		}
-		if st.Active != nil {
-			expect = st.Active.Release
+		return false, nil
+	}
+	rr, err := c.RecordRelease(ctx, o.Repo, o.Manifest, true, o.Parent)
+	if err == nil {
+		return rr.Activation != nil, nil
+	}
+	var ae *client.APIError
+	switch {
+	case errors.Is(err, client.ErrConflict) && errors.As(err, &ae) && ae.HasActive:
+		if ae.Active == o.Release {
+			return true, nil
+		}
+		return false, &StaleParentError{URL: o.URL, Repo: o.Repo, Release: o.Release, Parent: o.Parent, Active: ae.Active, Err: err}
+	case errors.Is(err, client.ErrInvalid) && o.Parent == "":
+		// controld checks a new release's parent before the compare-and-swap, so a first
+		// release pushed to a repository that has releases is refused as invalid rather
+		// than as a lost compare-and-swap. Name the active release, if there is one.
+		if st, serr := c.Status(ctx, o.Repo); serr == nil && st.Active != nil {
+			return false, &StaleParentError{URL: o.URL, Repo: o.Repo, Release: o.Release, Active: st.Active.Release, Err: err}
 		}
 	}
-	already := o.Activate && expect == o.Release
-	if already || !o.Activate {
-		expect = ""
-	}
-	rr, err := c.RecordRelease(ctx, o.Repo, o.Manifest, o.Activate && !already, expect)
-	if err != nil {
-		return false, controldError(o.URL, o.Repo, err)
-	}
-	return rr.Activation != nil || already, nil
+	return false, controldError(o.URL, o.Repo, err)
 }
+
+// StaleParentError is a push refused because the release it was built on (its parent)
+// is not the active release: another release was activated since it was built (a
+// concurrent push won the race, or armor rollback re-published), or its manifest is
+// stale. Nothing was activated and the push recorded nothing; the way on is to build
+// again on the active release.
+type StaleParentError struct {
+	URL, Repo string
+	Release   string // the release pushed
+	Parent    string // the release it was built on; "" for a first release
+	Active    string // the active release; "" for none
+	Err       error  // controld's answer
+}
+
+func (e *StaleParentError) Error() string {
+	built := "was built on " + short(e.Parent)
+	if e.Parent == "" {
+		built = "was built as the repository's first release (no parent)"
+	}
+	if e.Active == "" {
+		return fmt.Sprintf("controld %s: repository %s: release %s %s, but no release is active: activate it first (armor activate %s) and push again; nothing was activated, and this push recorded nothing",
+			e.URL, e.Repo, short(e.Release), built, short(e.Parent))
+	}
+	return fmt.Sprintf("controld %s: repository %s: release %s %s, but the active release is %s: another release was activated since this one was built: rebuild on the active release (armor build) and push again; nothing was activated, and this push recorded nothing",
+		e.URL, e.Repo, short(e.Release), built, short(e.Active))
+}
+
+func (e *StaleParentError) Unwrap() error { return e.Err }
 
 // controldError says which controld failed and, where it can, what to do about it.
 func controldError(url, repo string, err error) error {

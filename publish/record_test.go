@@ -8,11 +8,13 @@ import (
 	"context"
 	"crypto"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -82,14 +84,20 @@ func loadTestKey(t *testing.T) *sign.Key {
 // pushTo pushes the project to s and records it in the controld at url.
 func pushTo(t *testing.T, p pushProject, s store.Store, c *client.Client, url string, activate bool) *publish.PushResult {
 	t.Helper()
-	o := p.options(s, 4)
-	o.Controld = &publish.Controld{URL: url, Repo: "test", Activate: activate,
-		Client: func() (*client.Client, error) { return c, nil }}
-	res, err := publish.Push(context.Background(), o)
+	res, err := pushRecord(p, s, c, url, activate)
 	if err != nil {
 		t.Fatalf("push: %v", err)
 	}
 	return res
+}
+
+// pushRecord pushes the project to s and records it in the controld at url, returning
+// what Push returned.
+func pushRecord(p pushProject, s store.Store, c *client.Client, url string, activate bool) (*publish.PushResult, error) {
+	o := p.options(s, 4)
+	o.Controld = &publish.Controld{URL: url, Repo: "test", Activate: activate,
+		Client: func() (*client.Client, error) { return c, nil }}
+	return publish.Push(context.Background(), o)
 }
 
 func activeRelease(t *testing.T, c *client.Client) string {
@@ -249,4 +257,183 @@ func releaseDate(t *testing.T, s store.Store, m *manifest.Manifest) time.Time {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// clone copies the project (manifest, tree and cache) into a new directory: another
+// pipeline starting from the same parent.
+func (p pushProject) clone(t *testing.T) pushProject {
+	t.Helper()
+	q := pushProject{dir: t.TempDir(), remote: p.remote}
+	if err := os.CopyFS(q.dir, os.DirFS(p.dir)); err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// add writes one new package into the project and builds it: a release whose parent is
+// the project's last release.
+func (p pushProject) add(t *testing.T, name string) *manifest.Manifest {
+	t.Helper()
+	if _, err := synth.WriteOne(filepath.Join(p.dir, "debs"), name, "1.0-1", "amd64", ""); err != nil {
+		t.Fatal(err)
+	}
+	p.build(t)
+	return loadManifest(t, p.manifestPath())
+}
+
+// activeManifest is the manifest of the release active in controld.
+func activeManifest(t *testing.T, c *client.Client, s store.Store) *manifest.Manifest {
+	t.Helper()
+	rel, err := c.Release(context.Background(), "test", activeRelease(t, c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loadPushed(t, s, rel.Manifest)
+}
+
+func hasPackage(m *manifest.Manifest, name string) bool {
+	return slices.ContainsFunc(m.Packages, func(p manifest.Package) bool { return p.Name == name })
+}
+
+// checkRefused fails unless err is the refusal of the push res (built on parent) because
+// active is the active release, naming both and saying what to do, with nothing recorded.
+func checkRefused(t *testing.T, c *client.Client, res *publish.PushResult, err error, parent, active string) {
+	t.Helper()
+	var stale *publish.StaleParentError
+	if res == nil || !errors.As(err, &stale) {
+		t.Fatalf("push built on %.12s while %.12s is active: %v (%T), want a *publish.StaleParentError", parent, active, err, err)
+	}
+	if stale.Release != res.Release || stale.Parent != parent || stale.Active != active {
+		t.Errorf("refusal names release %.12s built on %.12s, active %.12s; want %.12s on %.12s, active %.12s",
+			stale.Release, stale.Parent, stale.Active, res.Release, parent, active)
+	}
+	built := "first release (no parent)"
+	if parent != "" {
+		built = "was built on " + parent[:12]
+	}
+	for _, want := range []string{"release " + res.Release[:12], built, "the active release is " + active[:12],
+		"another release was activated since this one was built: rebuild on the active release (armor build) and push again",
+		"nothing was activated"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal lacks %q: %v", want, err)
+		}
+	}
+	if res.Recorded || res.Activated || res.Parent != parent {
+		t.Errorf("refused push result: %+v", res)
+	}
+	rels, lerr := c.Releases(context.Background(), "test")
+	if lerr != nil {
+		t.Fatal(lerr)
+	}
+	for _, r := range rels {
+		if r.ID == res.Release {
+			t.Errorf("the refused release %.12s was recorded", res.Release)
+		}
+	}
+	if got := activeRelease(t, c); got != active {
+		t.Errorf("after the refused push %.12s is active, want %.12s", got, active)
+	}
+}
+
+// TestPushActivatesOnItsParent: two releases built on the same parent, pushed one after
+// the other: the first activates; the second is refused, names the active release and
+// its parent, records nothing, and the active release keeps the first one's package.
+// Pushing the active release again still succeeds, without a flip.
+func TestPushActivatesOnItsParent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := store.NewMemory()
+	c, url := newControld(t, s)
+	p := newPushProject(t, "")
+	base := pushTo(t, p, s, c, url, true)
+	q := p.clone(t)
+	p.add(t, "alpha")
+	q.add(t, "beta")
+
+	first := pushTo(t, p, s, c, url, true)
+	if !first.Activated || first.Parent != base.Release {
+		t.Fatalf("first push on the parent: %+v", first)
+	}
+	second, err := pushRecord(q, s, c, url, true)
+	checkRefused(t, c, second, err, base.Release, first.Release)
+	if m := activeManifest(t, c, s); !hasPackage(m, "alpha") || hasPackage(m, "beta") {
+		t.Errorf("the active release %.12s: alpha %v, beta %v; want alpha only", m.ID, hasPackage(m, "alpha"), hasPackage(m, "beta"))
+	}
+
+	// As after a push that died once it had activated: run again, it finishes.
+	again, err := pushRecord(p, s, c, url, true)
+	if err != nil || !again.Recorded || !again.Activated {
+		t.Fatalf("push of the active release again: %+v, %v; want recorded and active", again, err)
+	}
+	if h, err := c.History(ctx, "test"); err != nil || len(h) != 2 {
+		t.Errorf("history: %d activations (%v), want 2", len(h), err)
+	}
+}
+
+// TestPushFirstReleaseRefusedWhenActive: a release built as a repository's first (no
+// parent) is refused once the repository has an active release, naming it.
+func TestPushFirstReleaseRefusedWhenActive(t *testing.T) {
+	t.Parallel()
+	s := store.NewMemory()
+	c, url := newControld(t, s)
+	active := pushTo(t, newPushProject(t, ""), s, c, url, true)
+
+	q := pushProject{dir: t.TempDir()}
+	if _, err := synth.Write(filepath.Join(q.dir, "debs"), synth.Options{N: 3, Seed: 2}); err != nil {
+		t.Fatal(err)
+	}
+	q.build(t)
+	res, err := pushRecord(q, s, c, url, true)
+	checkRefused(t, c, res, err, "", active.Release)
+}
+
+// TestPushRace: two pushes built on the same parent, run at once, a few times over: each
+// time exactly one activates, the other is refused, and the active release holds every
+// winner's package so far.
+func TestPushRace(t *testing.T) {
+	t.Parallel()
+	s := store.NewMemory()
+	c, url := newControld(t, s)
+	w := newPushProject(t, "")
+	parent := pushTo(t, w, s, c, url, true).Release
+	var won []string
+	for i := range 3 {
+		racers := []pushProject{w.clone(t), w.clone(t)}
+		names := []string{fmt.Sprintf("race%d-a", i), fmt.Sprintf("race%d-b", i)}
+		for k, r := range racers {
+			r.add(t, names[k])
+		}
+		results := make([]*publish.PushResult, 2)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for k, r := range racers {
+			wg.Go(func() { results[k], errs[k] = pushRecord(r, s, c, url, true) })
+		}
+		wg.Wait()
+		winner := -1
+		for k := range racers {
+			if errs[k] == nil && results[k].Activated {
+				if winner >= 0 {
+					t.Fatalf("round %d: both pushes activated", i)
+				}
+				winner = k
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("round %d: no push activated: %v; %v", i, errs[0], errs[1])
+		}
+		loser := 1 - winner
+		checkRefused(t, c, results[loser], errs[loser], parent, results[winner].Release)
+		won = append(won, names[winner])
+		m := activeManifest(t, c, s)
+		for _, name := range won {
+			if !hasPackage(m, name) {
+				t.Errorf("round %d: the active release lacks %s", i, name)
+			}
+		}
+		if hasPackage(m, names[loser]) {
+			t.Errorf("round %d: the active release has the loser's %s", i, names[loser])
+		}
+		w, parent = racers[winner], results[winner].Release
+	}
 }
