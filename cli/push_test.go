@@ -15,7 +15,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http/httptest"
 	"os"
@@ -38,6 +37,7 @@ import (
 	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/store"
+	"github.com/armor-apt/armor/store/storetest"
 )
 
 // storeKind makes a fresh, empty store of one kind for a test.
@@ -110,25 +110,6 @@ func releaseObjects(t *testing.T, path string) map[string]int64 {
 	return out
 }
 
-// checkHolds fails unless store holds every object with its size and content.
-func checkHolds(t *testing.T, s store.Store, objects map[string]int64) {
-	t.Helper()
-	ctx := context.Background()
-	for sum, size := range objects {
-		rc, err := s.Open(ctx, sum, 0, -1)
-		if err != nil {
-			t.Errorf("store lacks %s: %v", sum, err)
-			continue
-		}
-		h := sha256.New()
-		n, err := io.Copy(h, rc)
-		rc.Close()
-		if err != nil || n != size || hex.EncodeToString(h.Sum(nil)) != sum {
-			t.Errorf("object %s in the store: %d bytes (want %d), sha256 %x, err %v", sum, n, size, h.Sum(nil), err)
-		}
-	}
-}
-
 // TestPushRefusesTamperedTree: a tree file changed after the build is refused, named, and
 // nothing is stored for it.
 func TestPushRefusesTamperedTree(t *testing.T) {
@@ -185,7 +166,7 @@ func TestPushRefusesTamperedTree(t *testing.T) {
 					if !strings.Contains(out, "pushed release") {
 						t.Errorf("push of the restored tree: %s", out)
 					}
-					checkHolds(t, cas, releaseObjects(t, p.manifestPath()))
+					storetest.CheckHolds(t, cas, releaseObjects(t, p.manifestPath()))
 				})
 			}
 		})
@@ -227,7 +208,7 @@ func TestPushDryRunAndNoControld(t *testing.T) {
 					t.Errorf("push output lacks %q:\n%s", want, out)
 				}
 			}
-			checkHolds(t, cas, all)
+			storetest.CheckHolds(t, cas, all)
 
 			out = armorOK(t, "-c", p.cfg, "push", "--dry-run")
 			if !strings.Contains(out, "dry run: 0 object(s)") {

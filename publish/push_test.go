@@ -31,6 +31,7 @@ import (
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
+	"github.com/armor-apt/armor/store/storetest"
 )
 
 const (
@@ -213,25 +214,6 @@ func releaseObjects(t *testing.T, path string) map[string]int64 {
 	return out
 }
 
-// checkHolds fails unless store holds every object with its size and content.
-func checkHolds(t *testing.T, s store.Store, objects map[string]int64) {
-	t.Helper()
-	ctx := context.Background()
-	for sum, size := range objects {
-		rc, err := s.Open(ctx, sum, 0, -1)
-		if err != nil {
-			t.Errorf("store lacks %s: %v", sum, err)
-			continue
-		}
-		h := sha256.New()
-		n, err := io.Copy(h, rc)
-		rc.Close()
-		if err != nil || n != size || hex.EncodeToString(h.Sum(nil)) != sum {
-			t.Errorf("object %s in the store: %d bytes (want %d), sha256 %x, err %v", sum, n, size, h.Sum(nil), err)
-		}
-	}
-}
-
 func push(t *testing.T, p pushProject, s store.Store) *publish.PushResult {
 	t.Helper()
 	res, err := publish.Push(context.Background(), p.options(s, 4))
@@ -269,7 +251,7 @@ func TestPushIncremental(t *testing.T) {
 			if res.Uploads.Uploaded != len(first) || res.Uploads.Objects != len(first) || res.Uploads.Present != 0 || res.Uploads.Known != 0 {
 				t.Errorf("first push: %+v, want %d objects uploaded", res, len(first))
 			}
-			checkHolds(t, cas, first)
+			storetest.CheckHolds(t, cas, first)
 
 			// Unchanged, with the pushed state: no request at all.
 			cas.Reset()
@@ -359,7 +341,7 @@ func TestPushIncremental(t *testing.T) {
 			if res.Uploads.Uploaded != len(want) || res.Uploads.Known != len(second)-len(want) {
 				t.Errorf("push result %+v: want %d uploaded, %d known", res, len(want), len(second)-len(want))
 			}
-			checkHolds(t, cas, second)
+			storetest.CheckHolds(t, cas, second)
 		})
 	}
 }
@@ -418,7 +400,7 @@ func TestPushResumes(t *testing.T) {
 			if len(arrived) < killAfter-1 || len(present) >= len(all) {
 				t.Fatalf("the killed push stored %d (saw %d created) of %d objects", len(present), len(arrived), len(all))
 			}
-			checkHolds(t, cas, present)
+			storetest.CheckHolds(t, cas, present)
 			state, _ := filepath.Glob(filepath.Join(p.dir, ".armor", "cache", "pushed-*.toml"))
 			if len(state) != 0 {
 				t.Errorf("a killed push wrote the pushed state %v", state)
@@ -441,7 +423,7 @@ func TestPushResumes(t *testing.T) {
 			if len(present)+len(again) != len(all) || res.Uploads.Uploaded != len(again) || res.Uploads.Present != len(present) {
 				t.Errorf("resumed push uploaded %d, %d were present, of %d objects; result %+v", len(again), len(present), len(all), res)
 			}
-			checkHolds(t, cas, all)
+			storetest.CheckHolds(t, cas, all)
 			if kind.name == "local" {
 				if tmp, _ := os.ReadDir(filepath.Join(p.remote, "tmp")); len(tmp) != 0 {
 					t.Errorf("the local store keeps %d temporary uploads", len(tmp))

@@ -430,3 +430,23 @@ func testString(t *testing.T, s store.Store) {
 	}
 	_ = fmt.Sprint(s)
 }
+
+// CheckHolds fails t unless s holds every object of objects (digest → size), each with
+// its size and content.
+func CheckHolds(t testing.TB, s store.Store, objects map[string]int64) {
+	t.Helper()
+	ctx := context.Background()
+	for sum, size := range objects {
+		rc, err := s.Open(ctx, sum, 0, -1)
+		if err != nil {
+			t.Errorf("store lacks %s: %v", sum, err)
+			continue
+		}
+		h := sha256.New()
+		n, err := io.Copy(h, rc)
+		rc.Close()
+		if err != nil || n != size || hex.EncodeToString(h.Sum(nil)) != sum {
+			t.Errorf("object %s in the store: %d bytes (want %d), sha256 %x, err %v", sum, n, size, h.Sum(nil), err)
+		}
+	}
+}
