@@ -35,7 +35,7 @@ type InitCmd struct {
 
 // Run initialises the project.
 func (c *InitCmd) Run(g *Globals) error {
-	pass, err := passphraseFromEnv()
+	pass, err := passphrase()
 	if err != nil {
 		return err
 	}
