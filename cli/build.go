@@ -84,8 +84,8 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	if err != nil {
 		return nil, err
 	}
-	// The key first: a runner without a usable key stops before it takes the lock or
-	// writes anything.
+	// The key first: a runner without a usable key, or with one apt users' keyring
+	// rejects, stops before it takes the lock or writes anything.
 	if opts.Key, err = signingKey(cfg); err != nil {
 		return nil, err
 	}

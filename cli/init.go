@@ -158,7 +158,7 @@ func runInit(c *InitCmd, pass []byte) (*initResult, error) {
 		return nil, err
 	}
 	// The public key is also exported where it is committed and published.
-	pubBase := filepath.Join(c.Dir, "keys", c.Name+"-archive-keyring")
+	pubBase := config.PublicKeyBase(c.Dir, c.Name)
 	if err := exportPublic(k, pubBase); err != nil {
 		return nil, err
 	}

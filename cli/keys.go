@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -128,11 +129,18 @@ func printKey(g *Globals, k *sign.Key, path string) error {
 }
 
 // signingKey returns the key that signs for the repository cfg describes (see
-// loadSigningKey). Every command that signs (build, repos create's key upload,
-// rollback) gets its key here.
+// loadSigningKey), and refuses a key that the repository's published keyring does not
+// hold. Every command that signs (build, repos create's key upload, rollback) gets its
+// key here.
 func signingKey(cfg *config.File) (*sign.Key, error) {
-	k, _, err := loadSigningKey(cfg)
-	return k, err
+	k, from, err := loadSigningKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPublished(cfg, k, from); err != nil {
+		return nil, err
+	}
+	return k, nil
 }
 
 // loadSigningKey reads the secret key and its passphrase from where config.SigningKey
@@ -168,6 +176,32 @@ func readSigningKey(sec, pass config.Secret, cfg *config.File) (*sign.Key, error
 		return nil, fmt.Errorf("signing key from %s: %w", sec.From, err)
 	}
 	return nil, fmt.Errorf("%s holds no usable secret key (%w): give it an armored secret key, such as `gpg --export-secret-keys --armor KEYID` prints", sec.From, err)
+}
+
+// checkPublished refuses a key whose signatures the repository's published keyring
+// (keys/<name>-archive-keyring.asc and .gpg, which armor init writes and apt users
+// install) would reject: a release signed with it would fail `apt-get update` for every
+// user. A project without those files is not checked.
+func checkPublished(cfg *config.File, k *sign.Key, from string) error {
+	for _, path := range cfg.PublishedKeyrings() {
+		data, err := readFile(path)
+		if err != nil {
+			return fmt.Errorf("published keyring: %w", err)
+		}
+		ok, fprs, err := k.InKeyring(data)
+		if err != nil {
+			return fmt.Errorf("published keyring %s: %w", path, err)
+		}
+		if !ok && slices.Contains(fprs, k.Fingerprint()) {
+			return fmt.Errorf("the published copy of signing key %s (from %s) in %s does not verify its signatures (expired, revoked, or without the signing subkey): apt would reject what it signs; publish the key again (armor key export --out %s)",
+				k.Fingerprint(), from, path, config.PublicKeyBase(cfg.Dir(), cfg.Repository.Name))
+		}
+		if !ok {
+			return fmt.Errorf("signing key %s (from %s) is not the repository's published key %s (in %s): apt would reject what it signs for users who installed that keyring; sign with the published key, or publish the new key first (armor key export --out %s)",
+				k.Fingerprint(), from, strings.Join(fprs, ", "), path, config.PublicKeyBase(cfg.Dir(), cfg.Repository.Name))
+		}
+	}
+	return nil
 }
 
 // KeyImportCmd imports a key.
@@ -212,7 +246,8 @@ type KeyExportCmd struct {
 	Out string `help:"Output base name: writes OUT.asc and OUT.gpg." default:"signing-key" type:"path"`
 }
 
-// Run exports the public key of --key, or of the key armor build would sign with.
+// Run exports the public key of --key, or of the key armor build would sign with. It
+// does not check the key against keys/: exporting a new key is how it gets there.
 // An explicit --key wins over the environment, as a flag does.
 func (c *KeyExportCmd) Run(g *Globals) error {
 	k, err := c.key(g)

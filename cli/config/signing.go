@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 )
 
 // Where the signing key and its passphrase come from. This file is the one place that
@@ -128,4 +129,25 @@ func fromEnv(value, file string) (s Secret, ok bool, err error) {
 		return Secret{Data: data, From: fmt.Sprintf("$%s (%s)", file, p)}, true, nil
 	}
 	return Secret{}, false, nil
+}
+
+// PublicKeyBase is where armor init exports a repository's public key, without the
+// extension: keys/<name>-archive-keyring under dir, as .asc (armored) and .gpg (the
+// binary keyring apt's Signed-By takes). Those files are what the repository's users
+// install, so a key that signs for the repository must be in them.
+func PublicKeyBase(dir, name string) string {
+	return filepath.Join(dir, "keys", name+"-archive-keyring")
+}
+
+// PublishedKeyrings returns those of keys/<name>-archive-keyring.asc and .gpg beside
+// armor.toml that exist (or that cannot be checked, so that reading them reports why).
+func (f *File) PublishedKeyrings() []string {
+	base := PublicKeyBase(f.Dir(), f.Repository.Name)
+	var out []string
+	for _, ext := range []string{".asc", ".gpg"} {
+		if _, err := os.Stat(base + ext); !errors.Is(err, fs.ErrNotExist) {
+			out = append(out, base+ext)
+		}
+	}
+	return out
 }

@@ -183,3 +183,30 @@ func checkSecret(t *testing.T, s Secret, err error, want string, wantFrom, wantE
 		}
 	}
 }
+
+func TestPublishedKeyrings(t *testing.T) {
+	dir, files := signingFixture(t)
+	f := files["key"]
+	if got := f.PublishedKeyrings(); len(got) != 0 {
+		t.Errorf("without keys/: %v", got)
+	}
+	base := PublicKeyBase(dir, "acme")
+	if want := filepath.Join(dir, "keys", "acme-archive-keyring"); base != want {
+		t.Errorf("PublicKeyBase = %q, want %q", base, want)
+	}
+	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(base+".gpg", []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.PublishedKeyrings(); len(got) != 1 || got[0] != base+".gpg" {
+		t.Errorf("with keys/acme-archive-keyring.gpg: %v", got)
+	}
+	if err := os.WriteFile(base+".asc", []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.PublishedKeyrings(); len(got) != 2 || got[0] != base+".asc" {
+		t.Errorf("with .asc and .gpg: %v", got)
+	}
+}
