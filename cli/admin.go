@@ -49,11 +49,7 @@ func (c *ReposCreateCmd) Run(g *Globals) error {
 		if cfgErr != nil {
 			return fmt.Errorf("no --key given and armor.toml unreadable: %w", cfgErr)
 		}
-		pass, err := cfg.Passphrase()
-		if err != nil {
-			return err
-		}
-		k, err := loadKey(cfg.Resolve(cfg.Signing.Key), pass)
+		k, err := signingKey(cfg)
 		if err != nil {
 			return err
 		}

@@ -84,6 +84,11 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	if err != nil {
 		return nil, err
 	}
+	// The key first: a runner without a usable key, or with one apt users' keyring
+	// rejects, stops before it takes the lock or writes anything.
+	if opts.Key, err = signingKey(cfg); err != nil {
+		return nil, err
+	}
 	// One build at a time, and none during a push: from loading the previous manifest to
 	// writing the new one.
 	unlock, err := lockfile.Lock(opts.CacheDir, true)
@@ -94,13 +99,6 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	manifestPath := cfg.Resolve(cfg.Output.Manifest)
 	// The build loads the previous manifest while it lists the inputs.
 	opts.LoadPrevious = func() (*manifest.Manifest, error) { return loadPrevious(manifestPath) }
-	pass, err := cfg.Passphrase()
-	if err != nil {
-		return nil, err
-	}
-	if opts.Key, err = loadKey(cfg.Resolve(cfg.Signing.Key), pass); err != nil {
-		return nil, err
-	}
 	if opts.Date, err = buildDate(o.Now); err != nil {
 		return nil, err
 	}

@@ -89,6 +89,7 @@ func abs(t *testing.T, p string) string {
 // projectOptions shape the armor.toml of a test project.
 type projectOptions struct {
 	key    string   // secret key file; default the fixed EdDSA key
+	noKey  bool     // leave signing.key out: the environment gives the key
 	store  string   // store remote; default none
 	archs  []string // default amd64, arm64
 	extra  string   // appended to the file
@@ -123,8 +124,10 @@ architectures = [` + strings.Join(quoted, ", ") + `]
 main = ["debs/*.deb"]
 
 [signing]
-key = ` + strconv.Quote(o.key) + `
 `
+	if !o.noKey {
+		toml += "key = " + strconv.Quote(o.key) + "\n"
+	}
 	if o.store != "" {
 		toml += "\n[store]\nremote = " + strconv.Quote(o.store) + "\n"
 	}
@@ -191,7 +194,7 @@ func runTool(t *testing.T, dir string, env []string, name string, args ...string
 // isolate clears the environment variables that would change what the commands do.
 func isolate(t *testing.T) {
 	t.Helper()
-	for _, v := range []string{"ARMOR_KEY_PASSPHRASE", "ARMOR_KEY_PASSPHRASE_FILE", "ARMOR_CONFIG", "ARMOR_TOKEN", "SOURCE_DATE_EPOCH"} {
+	for _, v := range []string{"ARMOR_SIGNING_KEY", "ARMOR_SIGNING_KEY_FILE", "ARMOR_KEY_PASSPHRASE", "ARMOR_KEY_PASSPHRASE_FILE", "ARMOR_CONFIG", "ARMOR_TOKEN", "SOURCE_DATE_EPOCH"} {
 		t.Setenv(v, "")
 		os.Unsetenv(v) // t.Setenv restores it afterwards
 	}
@@ -519,7 +522,10 @@ func newProjectUnchecked(t *testing.T, dir string, o projectOptions) string {
 	}
 	toml := "[repository]\nname = \"test\"\nhostnames = [\"" + testHost + "\"]\n\n[[suite]]\ncodename = \"stable\"\n" +
 		"components = [\"main\"]\narchitectures = [\"" + strings.Join(archs, `", "`) + "\"]\n\n[suite.inputs]\nmain = [\"debs/*.deb\"]\n\n" +
-		"[signing]\nkey = " + strconv.Quote(o.key) + "\n" + o.extra
+		"[signing]\n" + o.extra
+	if !o.noKey {
+		toml = strings.Replace(toml, "[signing]\n", "[signing]\nkey = "+strconv.Quote(o.key)+"\n", 1)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ type InitCmd struct {
 
 // Run initialises the project.
 func (c *InitCmd) Run(g *Globals) error {
-	pass, err := passphraseFromEnv()
+	pass, err := passphrase()
 	if err != nil {
 		return err
 	}
@@ -85,8 +85,10 @@ architectures = {{list .Arch}}
 {{q (index .Component 0)}} = ["debs/**/*.deb"]
 
 [signing]
-# The secret key stays on this machine. Its passphrase, if any, comes from
-# $ARMOR_KEY_PASSPHRASE (or passphrase_env / passphrase_file).
+# The secret key stays on this machine. Elsewhere, such as a CI runner, hand it over in
+# $ARMOR_SIGNING_KEY (the armored key) or $ARMOR_SIGNING_KEY_FILE (a path), which win
+# over this line. Its passphrase, if any, comes from $ARMOR_KEY_PASSPHRASE or
+# $ARMOR_KEY_PASSPHRASE_FILE (else passphrase_env / passphrase_file here).
 key = ".armor/keys/signing.sec.asc"
 digest = "SHA512"
 
@@ -158,7 +160,7 @@ func runInit(c *InitCmd, pass []byte) (*initResult, error) {
 		return nil, err
 	}
 	// The public key is also exported where it is committed and published.
-	pubBase := filepath.Join(c.Dir, "keys", c.Name+"-archive-keyring")
+	pubBase := config.PublicKeyBase(c.Dir, c.Name)
 	if err := exportPublic(k, pubBase); err != nil {
 		return nil, err
 	}

@@ -7,11 +7,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/gen/sign"
 	"github.com/armor-apt/armor/internal/atomicfile"
 )
@@ -24,17 +26,12 @@ type KeyCmd struct {
 	List     KeyListCmd     `cmd:"" help:"List the secret keys in a key directory."`
 }
 
-// passphraseFromEnv reads a passphrase from $ARMOR_KEY_PASSPHRASE or the file named by
-// $ARMOR_KEY_PASSPHRASE_FILE. Secrets never come from flags.
-func passphraseFromEnv() ([]byte, error) {
-	if p := os.Getenv("ARMOR_KEY_PASSPHRASE_FILE"); p != "" {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return nil, fmt.Errorf("read ARMOR_KEY_PASSPHRASE_FILE: %w", err)
-		}
-		return bytes.TrimRight(data, "\r\n"), nil
-	}
-	return []byte(os.Getenv("ARMOR_KEY_PASSPHRASE")), nil
+// passphrase returns the passphrase the key commands that take no armor.toml use to
+// protect or read a key file: $ARMOR_KEY_PASSPHRASE or $ARMOR_KEY_PASSPHRASE_FILE, by
+// the one rule config.Passphrase applies for every command.
+func passphrase() ([]byte, error) {
+	p, err := config.Passphrase(nil)
+	return p.Data, err
 }
 
 // KeyGenerateCmd generates a key.
@@ -48,7 +45,7 @@ type KeyGenerateCmd struct {
 
 // Run generates the key.
 func (c *KeyGenerateCmd) Run(g *Globals) error {
-	pass, err := passphraseFromEnv()
+	pass, err := passphrase()
 	if err != nil {
 		return err
 	}
@@ -131,26 +128,80 @@ func printKey(g *Globals, k *sign.Key, path string) error {
 	return nil
 }
 
-// loadKey reads a secret key file with a passphrase, naming the file in errors.
-func loadKey(path string, pass []byte) (*sign.Key, error) {
-	f, err := os.Open(path)
+// signingKey returns the key that signs for the repository cfg describes (see
+// loadSigningKey), and refuses a key that the repository's published keyring does not
+// hold. Every command that signs (build, repos create's key upload, rollback) gets its
+// key here.
+func signingKey(cfg *config.File) (*sign.Key, error) {
+	k, from, err := loadSigningKey(cfg)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("signing key %s does not exist: create one with `armor key generate` or import one with `armor key import`", path)
-		}
-		return nil, fmt.Errorf("read signing key: %w", err)
+		return nil, err
 	}
-	defer f.Close()
-	k, err := sign.ReadSecretKey(f, pass)
-	switch {
-	case errors.Is(err, sign.ErrPassphraseRequired):
-		return nil, fmt.Errorf("signing key %s is encrypted: set ARMOR_KEY_PASSPHRASE (or the variable or file armor.toml names)", path)
-	case errors.Is(err, sign.ErrWrongPassphrase):
-		return nil, fmt.Errorf("signing key %s: wrong passphrase", path)
-	case err != nil:
-		return nil, fmt.Errorf("signing key %s: %w", path, err)
+	if err := checkPublished(cfg, k, from); err != nil {
+		return nil, err
 	}
 	return k, nil
+}
+
+// loadSigningKey reads the secret key and its passphrase from where config.SigningKey
+// and config.Passphrase say (the environment, else armor.toml; cfg may be nil when there
+// is none) and decrypts the key. It returns where the key came from.
+func loadSigningKey(cfg *config.File) (*sign.Key, string, error) {
+	sec, err := config.SigningKey(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	pass, err := config.Passphrase(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	k, err := readSigningKey(sec, pass, cfg)
+	return k, sec.From, err
+}
+
+// readSigningKey decrypts a secret key, naming where the key and its passphrase came
+// from in errors. cfg, which may be nil, only words the hint for a missing passphrase.
+func readSigningKey(sec, pass config.Secret, cfg *config.File) (*sign.Key, error) {
+	k, err := sign.ReadSecretKey(bytes.NewReader(sec.Data), pass.Data)
+	switch {
+	case err == nil:
+		return k, nil
+	case errors.Is(err, sign.ErrPassphraseRequired) && pass.From != "":
+		return nil, fmt.Errorf("signing key from %s is encrypted, and the passphrase from %s is empty", sec.From, pass.From)
+	case errors.Is(err, sign.ErrPassphraseRequired):
+		return nil, fmt.Errorf("signing key from %s is encrypted: %s", sec.From, config.PassphraseHint(cfg))
+	case errors.Is(err, sign.ErrWrongPassphrase):
+		return nil, fmt.Errorf("signing key from %s: wrong passphrase from %s", sec.From, pass.From)
+	case errors.Is(err, sign.ErrUnsupportedKey):
+		return nil, fmt.Errorf("signing key from %s: %w", sec.From, err)
+	}
+	return nil, fmt.Errorf("%s holds no usable secret key (%w): give it an armored secret key, such as `gpg --export-secret-keys --armor KEYID` prints", sec.From, err)
+}
+
+// checkPublished refuses a key whose signatures the repository's published keyring
+// (keys/<name>-archive-keyring.asc and .gpg, which armor init writes and apt users
+// install) would reject: a release signed with it would fail `apt-get update` for every
+// user. A project without those files is not checked.
+func checkPublished(cfg *config.File, k *sign.Key, from string) error {
+	for _, path := range cfg.PublishedKeyrings() {
+		data, err := readFile(path)
+		if err != nil {
+			return fmt.Errorf("published keyring: %w", err)
+		}
+		ok, fprs, err := k.InKeyring(data)
+		if err != nil {
+			return fmt.Errorf("published keyring %s: %w", path, err)
+		}
+		if !ok && slices.Contains(fprs, k.Fingerprint()) {
+			return fmt.Errorf("the published copy of signing key %s (from %s) in %s does not verify its signatures (expired, revoked, or without the signing subkey): apt would reject what it signs; publish the key again (armor key export --out %s)",
+				k.Fingerprint(), from, path, config.PublicKeyBase(cfg.Dir(), cfg.Repository.Name))
+		}
+		if !ok {
+			return fmt.Errorf("signing key %s (from %s) is not the repository's published key %s (in %s): apt would reject what it signs for users who installed that keyring; sign with the published key, or publish the new key first (armor key export --out %s)",
+				k.Fingerprint(), from, strings.Join(fprs, ", "), path, config.PublicKeyBase(cfg.Dir(), cfg.Repository.Name))
+		}
+	}
+	return nil
 }
 
 // KeyImportCmd imports a key.
@@ -163,7 +214,7 @@ type KeyImportCmd struct {
 // Run imports the key. The passphrase from the environment decrypts it and protects the
 // stored copy.
 func (c *KeyImportCmd) Run(g *Globals) error {
-	pass, err := passphraseFromEnv()
+	pass, err := passphrase()
 	if err != nil {
 		return err
 	}
@@ -191,17 +242,15 @@ func (c *KeyImportCmd) Run(g *Globals) error {
 
 // KeyExportCmd exports the public key.
 type KeyExportCmd struct {
-	Key string `help:"Secret key file." default:".armor/keys/signing.sec.asc" type:"path"`
+	Key string `help:"Secret key file (default: the key armor build signs with: $ARMOR_SIGNING_KEY or $ARMOR_SIGNING_KEY_FILE, else signing.key in armor.toml)." type:"path"`
 	Out string `help:"Output base name: writes OUT.asc and OUT.gpg." default:"signing-key" type:"path"`
 }
 
-// Run exports.
+// Run exports the public key of --key, or of the key armor build would sign with. It
+// does not check the key against keys/: exporting a new key is how it gets there.
+// An explicit --key wins over the environment, as a flag does.
 func (c *KeyExportCmd) Run(g *Globals) error {
-	pass, err := passphraseFromEnv()
-	if err != nil {
-		return err
-	}
-	k, err := loadKey(c.Key, pass)
+	k, err := c.key(g)
 	if err != nil {
 		return err
 	}
@@ -210,6 +259,28 @@ func (c *KeyExportCmd) Run(g *Globals) error {
 	}
 	fmt.Fprintf(g.stdout, "wrote %s.asc and %s.gpg (%s)\n", c.Out, c.Out, k.Fingerprint())
 	return nil
+}
+
+func (c *KeyExportCmd) key(g *Globals) (*sign.Key, error) {
+	if c.Key != "" {
+		sec, err := config.ReadKeyFile(c.Key, "--key")
+		if err != nil {
+			return nil, err
+		}
+		pass, err := config.Passphrase(nil)
+		if err != nil {
+			return nil, err
+		}
+		return readSigningKey(sec, pass, nil)
+	}
+	cfg, err := config.Load(g.Config)
+	if errors.Is(err, os.ErrNotExist) {
+		cfg = nil // the environment alone may give the key
+	} else if err != nil {
+		return nil, err
+	}
+	k, _, err := loadSigningKey(cfg)
+	return k, err
 }
 
 // KeyListCmd lists keys.
@@ -224,7 +295,7 @@ func (c *KeyListCmd) Run(g *Globals) error {
 		return err
 	}
 	sort.Strings(paths)
-	pass, err := passphraseFromEnv()
+	pass, err := config.Passphrase(nil)
 	if err != nil {
 		return err
 	}
@@ -239,7 +310,11 @@ func (c *KeyListCmd) Run(g *Globals) error {
 	}
 	var rows []row
 	for _, p := range paths {
-		k, err := loadKey(p, pass)
+		sec, err := config.ReadKeyFile(p, "file")
+		var k *sign.Key
+		if err == nil {
+			k, err = readSigningKey(sec, pass, nil)
+		}
 		if err != nil {
 			rows = append(rows, row{Path: p, Error: err.Error()})
 			continue

@@ -61,13 +61,7 @@ func republish(ctx context.Context, cfg *config.File, cl *client.Client, repo st
 	}
 	return publish.Republish(ctx, publish.RepublishOptions{
 		Client: cl, URL: cfg.Controld.URL, Repo: repo, Status: st, Store: cas,
-		Key: func() (*sign.Key, error) {
-			pass, err := cfg.Passphrase()
-			if err != nil {
-				return nil, err
-			}
-			return loadKey(cfg.Resolve(cfg.Signing.Key), pass)
-		},
+		Key:   func() (*sign.Key, error) { return signingKey(cfg) },
 		Hash:  signHash(cfg),
 		Cache: cfg.Resolve(cfg.Output.Cache),
 	})

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -54,9 +53,11 @@ type Suite struct {
 	Inputs        map[string][]string `toml:"inputs"`
 }
 
-// Signing names the secret key and where its passphrase comes from.
+// Signing names the secret key and where its passphrase comes from. The environment
+// overrides both (see SigningKey and Passphrase), so Key may be empty when every build
+// gets the key from $ARMOR_SIGNING_KEY or $ARMOR_SIGNING_KEY_FILE.
 type Signing struct {
-	Key            string `toml:"key"`
+	Key            string `toml:"key,omitempty"`
 	PassphraseEnv  string `toml:"passphrase_env,omitempty"`
 	PassphraseFile string `toml:"passphrase_file,omitempty"`
 	Digest         string `toml:"digest,omitempty"`
@@ -96,12 +97,11 @@ type Controld struct {
 
 // Defaults.
 const (
-	DefaultTree          = "public"
-	DefaultManifest      = "manifest.toml"
-	DefaultCache         = ".armor/cache"
-	DefaultPassphraseEnv = "ARMOR_KEY_PASSPHRASE"
-	DefaultTokenEnv      = "ARMOR_TOKEN"
-	DefaultDigest        = "SHA512"
+	DefaultTree     = "public"
+	DefaultManifest = "manifest.toml"
+	DefaultCache    = ".armor/cache"
+	DefaultTokenEnv = "ARMOR_TOKEN"
+	DefaultDigest   = "SHA512"
 )
 
 // Load reads and validates armor.toml.
@@ -137,9 +137,6 @@ func (f *File) setDefaults() {
 	}
 	if f.Output.Cache == "" {
 		f.Output.Cache = DefaultCache
-	}
-	if f.Signing.PassphraseEnv == "" {
-		f.Signing.PassphraseEnv = DefaultPassphraseEnv
 	}
 	if f.Signing.Digest == "" {
 		f.Signing.Digest = DefaultDigest
@@ -241,8 +238,8 @@ func (f *File) validate() error {
 			}
 		}
 	}
-	if f.Signing.Key == "" {
-		return errors.New("signing.key is empty: name the secret key file (armor init creates one)")
+	if f.Signing.PassphraseEnv != "" && f.Signing.PassphraseFile != "" {
+		return errors.New("signing: set either passphrase_env or passphrase_file, not both")
 	}
 	switch strings.ToUpper(f.Signing.Digest) {
 	case "SHA256", "SHA512":
@@ -324,19 +321,6 @@ func PositiveDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is not a positive duration such as \"7d\" or \"36h\"", s)
 	}
 	return d, nil
-}
-
-// Passphrase reads the signing key's passphrase from the file or environment variable
-// the configuration names. No passphrase is not an error: the key may be unencrypted.
-func (f *File) Passphrase() ([]byte, error) {
-	if p := f.Signing.PassphraseFile; p != "" {
-		data, err := os.ReadFile(f.Resolve(p))
-		if err != nil {
-			return nil, fmt.Errorf("read signing.passphrase_file: %w", err)
-		}
-		return bytes.TrimRight(data, "\r\n"), nil
-	}
-	return []byte(os.Getenv(f.Signing.PassphraseEnv)), nil
 }
 
 // Token returns controld's token from the token file or environment variable.

@@ -71,7 +71,7 @@ func TestParseGood(t *testing.T) {
 		{"tree default", f.Output.Tree, DefaultTree},
 		{"manifest default", f.Output.Manifest, DefaultManifest},
 		{"cache default", f.Output.Cache, DefaultCache},
-		{"passphrase env default", f.Signing.PassphraseEnv, DefaultPassphraseEnv},
+		{"no passphrase env default: $ARMOR_KEY_PASSPHRASE is always read", f.Signing.PassphraseEnv, ""},
 		{"token env default", f.Controld.TokenEnv, DefaultTokenEnv},
 		{"digest kept as written", f.Signing.Digest, "sha256"},
 		{"path", f.Path, "/srv/acme/armor.toml"},
@@ -196,9 +196,9 @@ func TestParseRejects(t *testing.T) {
 			want: []string{"repository.retention", `"-1h"`},
 		},
 		{
-			name: "no signing key",
-			data: edit(t, `key = ".armor/keys/signing.sec.asc"`, `key = ""`),
-			want: []string{"signing.key is empty"},
+			name: "both passphrase settings",
+			data: edit(t, `digest = "sha256"`, "digest = \"sha256\"\npassphrase_env = \"P\"\npassphrase_file = \"p.txt\""),
+			want: []string{"signing", "passphrase_env", "passphrase_file", "not both"},
 		},
 		{
 			name: "bad digest",
@@ -312,43 +312,26 @@ func TestParseDuration(t *testing.T) {
 	}
 }
 
-func TestPassphraseAndToken(t *testing.T) {
+func TestToken(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, data string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.WriteFile(filepath.Join(dir, "token"), []byte("  tok-123\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	write("pass", "s3cret\n")
-	write("token", "  tok-123\n")
-	t.Setenv("MY_PASS", "from-env")
 	t.Setenv("MY_TOKEN", "tok-env")
-
-	base := edit(t, `digest = "sha256"`, "digest = \"sha256\"\npassphrase_env = \"MY_PASS\"")
-	base = strings.Replace(base, `url = "https://controld.acme.example"`, "url = \"https://controld.acme.example\"\ntoken_env = \"MY_TOKEN\"", 1)
+	base := strings.Replace(good, `url = "https://controld.acme.example"`, "url = \"https://controld.acme.example\"\ntoken_env = \"MY_TOKEN\"", 1)
 	f, err := Parse([]byte(base), filepath.Join(dir, "armor.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p, err := f.Passphrase(); err != nil || string(p) != "from-env" {
-		t.Errorf("Passphrase() from env = %q, %v", p, err)
-	}
 	if tok, err := f.Token(); err != nil || tok != "tok-env" {
 		t.Errorf("Token() from env = %q, %v", tok, err)
 	}
-	// Files win over the environment, and are relative to armor.toml.
-	f.Signing.PassphraseFile, f.Controld.TokenFile = "pass", "token"
-	if p, err := f.Passphrase(); err != nil || string(p) != "s3cret" {
-		t.Errorf("Passphrase() from file = %q, %v", p, err)
-	}
+	// The file wins over the environment, and is relative to armor.toml.
+	f.Controld.TokenFile = "token"
 	if tok, err := f.Token(); err != nil || tok != "tok-123" {
 		t.Errorf("Token() from file = %q, %v", tok, err)
 	}
-	f.Signing.PassphraseFile, f.Controld.TokenFile = "nope", "nope"
-	if _, err := f.Passphrase(); err == nil || !strings.Contains(err.Error(), "signing.passphrase_file") {
-		t.Errorf("Passphrase() from a missing file: %v", err)
-	}
+	f.Controld.TokenFile = "nope"
 	if _, err := f.Token(); err == nil || !strings.Contains(err.Error(), "controld.token_file") {
 		t.Errorf("Token() from a missing file: %v", err)
 	}
@@ -371,7 +354,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if cfg.Path != "/fuzz/armor.toml" || cfg.Signing.Key == "" || len(cfg.Suites) == 0 {
+		if cfg.Path != "/fuzz/armor.toml" || len(cfg.Suites) == 0 {
 			t.Fatalf("accepted an incomplete config: %+v", cfg)
 		}
 		seen := map[string]bool{}
@@ -394,6 +377,9 @@ func FuzzParse(f *testing.F) {
 					t.Fatalf("accepted inputs for unlisted component %q", comp)
 				}
 			}
+		}
+		if cfg.Signing.PassphraseEnv != "" && cfg.Signing.PassphraseFile != "" {
+			t.Fatalf("accepted both passphrase_env and passphrase_file: %+v", cfg.Signing)
 		}
 		_ = cfg.Remote()
 		_ = cfg.Resolve(cfg.Output.Tree)

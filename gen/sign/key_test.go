@@ -215,3 +215,32 @@ func assertFingerprintForm(t *testing.T, fp string) {
 		t.Errorf("fingerprint %q is not 40 uppercase hex digits", fp)
 	}
 }
+
+func TestInKeyring(t *testing.T) {
+	rsa, eddsa := fixtureKey(t, "rsa"), fixtureKey(t, "eddsa")
+	both := append(readFixture(t, "eddsa.pub.gpg"), readFixture(t, "rsa.pub.gpg")...)
+	cases := []struct {
+		name    string
+		key     *Key
+		keyring []byte
+		ok      bool
+		fprs    []string
+	}{
+		{"own binary keyring", rsa, readFixture(t, "rsa.pub.gpg"), true, []string{rsa.Fingerprint()}},
+		{"own armored key", eddsa, readFixture(t, "eddsa.pub.asc"), true, []string{eddsa.Fingerprint()}},
+		{"own secret key file", eddsa, readFixture(t, "eddsa.sec.asc"), true, []string{eddsa.Fingerprint()}},
+		{"another key", rsa, readFixture(t, "eddsa.pub.gpg"), false, []string{eddsa.Fingerprint()}},
+		{"one of two", rsa, both, true, []string{eddsa.Fingerprint(), rsa.Fingerprint()}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ok, fprs, err := c.key.InKeyring(c.keyring)
+			if err != nil || ok != c.ok || strings.Join(fprs, " ") != strings.Join(c.fprs, " ") {
+				t.Errorf("InKeyring = %v, %v, %v; want %v, %v, nil", ok, fprs, err, c.ok, c.fprs)
+			}
+		})
+	}
+	if _, _, err := rsa.InKeyring([]byte("not a keyring")); err == nil {
+		t.Error("InKeyring of garbage: no error")
+	}
+}

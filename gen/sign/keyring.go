@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
@@ -24,6 +25,29 @@ func ReadKeyring(data []byte) (openpgp.EntityList, error) {
 		return nil, fmt.Errorf("read keyring: %w", err)
 	}
 	return list, nil
+}
+
+// InKeyring reports whether signatures by k verify against keyring (public keys,
+// armored or binary, as ReadKeyring reads them): it holds k's primary key and, valid now,
+// the key that signs (a signing subkey too, when that is what signs). It also returns the
+// primary fingerprints the keyring holds, for an error message. The error is for a
+// keyring that cannot be read.
+func (k *Key) InKeyring(keyring []byte) (ok bool, fingerprints []string, err error) {
+	list, err := ReadKeyring(keyring)
+	if err != nil {
+		return false, nil, err
+	}
+	for _, e := range list {
+		fingerprints = append(fingerprints, fmt.Sprintf("%X", e.PrimaryKey.Fingerprint))
+		if !bytes.Equal(e.PrimaryKey.Fingerprint, k.entity.PrimaryKey.Fingerprint) {
+			continue
+		}
+		if pub, found := e.SigningKeyById(time.Now(), k.signer.PublicKey.KeyId); found &&
+			bytes.Equal(pub.PublicKey.Fingerprint, k.signer.PublicKey.Fingerprint) {
+			ok = true
+		}
+	}
+	return ok, fingerprints, nil
 }
 
 // readEntities reads every key in data, armored or binary.
