@@ -9,7 +9,7 @@ PKGS    := ./...
 RACE    := ./controld/... ./edged/... ./store/... ./publish/... ./gen
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build test test-race bench lint demo demo-stop deps clean fuzz
+.PHONY: all build test test-race bench lint demo demo-stop demo-check deps clean fuzz
 
 all: build
 
@@ -53,6 +53,10 @@ demo: deps build
 
 demo-stop:
 	@configs/demo/run.sh stop
+
+# The demo's own checks, in a throwaway directory: taken ports, a daemon dying at start, a re-run.
+demo-check: deps build
+	@configs/demo/check.sh
 
 clean:
 	rm -rf $(BIN) demo
