@@ -30,6 +30,7 @@ $(S3): go.sum $(wildcard cmd/s3server/*.go)
 test: deps build $(S3)
 	ARMOR_S3SERVER=$(CURDIR)/$(S3) ARMOR_BIN=$(CURDIR)/$(ARMOR) $(GO) test -count=1 -timeout 40m $(PKGS)
 	ARMOR_S3SERVER=$(CURDIR)/$(S3) $(GO) test -count=1 -race -timeout 30m $(RACE)
+	@configs/demo/check.sh
 
 bench: deps build $(S3)
 	ARMOR_S3SERVER=$(CURDIR)/$(S3) ARMOR_BIN=$(CURDIR)/$(ARMOR) $(GO) test -run '^$$' -bench . -benchtime 3x -timeout 60m $(PKGS)
