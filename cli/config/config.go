@@ -51,6 +51,10 @@ type Suite struct {
 	Architectures []string            `toml:"architectures"`
 	ValidFor      string              `toml:"valid_for,omitempty"`
 	Inputs        map[string][]string `toml:"inputs"`
+	// AllowEmpty lets an input pattern match no file. Without it, a pattern that matches
+	// nothing fails the build: a typo, or .deb files not in place yet, would otherwise
+	// publish a signed release without those packages.
+	AllowEmpty bool `toml:"allow_empty,omitempty"`
 }
 
 // Signing names the secret key and where its passphrase comes from. The environment

@@ -30,6 +30,7 @@ contrib = ["debs/contrib/*.deb"]
 codename = "trixie"
 components = ["main"]
 architectures = ["amd64"]
+allow_empty = true
 
 [signing]
 key = ".armor/keys/signing.sec.asc"
@@ -68,6 +69,8 @@ func TestParseGood(t *testing.T) {
 		{"suite field kept", f.Suites[0].Suite, "stable"},
 		{"suite defaults to codename", f.Suites[1].Suite, "trixie"},
 		{"inputs", f.Suites[0].Inputs["contrib"][0], "debs/contrib/*.deb"},
+		{"allow_empty default: inputs must match", f.Suites[0].AllowEmpty, false},
+		{"allow_empty", f.Suites[1].AllowEmpty, true},
 		{"tree default", f.Output.Tree, DefaultTree},
 		{"manifest default", f.Output.Manifest, DefaultManifest},
 		{"cache default", f.Output.Cache, DefaultCache},
@@ -104,6 +107,13 @@ func TestParseRejects(t *testing.T) {
 			name: "unknown key in a suite",
 			data: edit(t, `valid_for = "7d"`, "valid_for = \"7d\"\narchitecture = \"amd64\""),
 			want: []string{"unknown key", "13| architecture ="},
+		},
+		{
+			name: "allow_empty is a boolean",
+			data: edit(t, `allow_empty = true`, `allow_empty = "yes"`),
+			// go-toml v2.4.3 reports the position of a key in the second [[suite]] wrongly
+			// (line 22 here, not 33): check only that the file and the type are named.
+			want: []string{"armor.toml:", "bool"},
 		},
 		{
 			name: "unknown section",
