@@ -138,6 +138,7 @@ func genOptions(cfg *config.File) (gen.Options, error) {
 		gs := gen.Suite{
 			Suite: s.Suite, Codename: s.Codename, Description: s.Description,
 			Components: s.Components, Architectures: s.Architectures, Inputs: s.Inputs,
+			AllowEmpty: s.AllowEmpty,
 		}
 		if s.ValidFor != "" {
 			d, err := config.PositiveDuration(s.ValidFor)

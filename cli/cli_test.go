@@ -6,6 +6,8 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -271,6 +273,28 @@ func TestInit(t *testing.T) {
 		t.Error("init --force did not replace the secret key")
 	}
 
+	// Before any .deb is in debs/, the build fails, saying where it looked and what to do,
+	// and writes no tree; the suite option init writes commented out lets it build empty.
+	armorFails(t, 1, []string{"suite stable component main", `input pattern "debs/**/*.deb"`,
+		"relative to " + dir, "matches no file", "allow_empty = true"}, "-c", cfgPath, "build")
+	if _, err := os.Stat(filepath.Join(dir, "public")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a build with no inputs wrote the tree (stat: %v)", err)
+	}
+	template := readFileT(t, cfgPath)
+	allowed := bytes.Replace(template, []byte("# allow_empty = true"), []byte("allow_empty = true"), 1)
+	if bytes.Equal(allowed, template) {
+		t.Fatalf("the armor.toml init writes does not offer allow_empty:\n%s", template)
+	}
+	if err := os.WriteFile(cfgPath, allowed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := armorOK(t, "-c", cfgPath, "build"); !strings.Contains(out, "packages: 0") {
+		t.Errorf("build of an empty suite with allow_empty: %s", out)
+	}
+	if err := os.WriteFile(cfgPath, template, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	// The project builds as init left it.
 	if _, err := synth.WriteOne(filepath.Join(dir, "debs"), "hello", "1.0-1", "amd64", ""); err != nil {
 		t.Fatal(err)
@@ -466,6 +490,15 @@ func TestBuildErrors(t *testing.T) {
 				os.WriteFile(filepath.Join(proj, testManifestName), []byte("schema = 1\nid = 3\n"), 0o644)
 			},
 			want: []string{testManifestName, "restore it from git"},
+		},
+		{
+			name: "input pattern matches nothing",
+			setup: func(t *testing.T, proj string) {
+				if err := os.RemoveAll(filepath.Join(proj, "debs")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: []string{`suite stable component main: input pattern "debs/*.deb" (relative to`, "matches no file", "does not exist)", "allow_empty = true"},
 		},
 		{
 			name: "bad SOURCE_DATE_EPOCH",

@@ -80,6 +80,7 @@ suite = {{q .Suite}}
 components = {{list .Component}}
 architectures = {{list .Arch}}
 # valid_for = "7d"   # adds Valid-Until; rebuild with --resign before it lapses
+# allow_empty = true # build even when the inputs match no .deb (else that is an error)
 
 [suite.inputs]
 {{q (index .Component 0)}} = ["debs/**/*.deb"]

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/armor-apt/armor/gen/sign"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -87,6 +89,16 @@ func TestRecordRefused(t *testing.T) {
 			tr.sign(t, f.key)
 			return tr.publish(t, f.store)
 		}, 422, "Release lists sha256"},
+		{"Valid-Until has passed", func() string {
+			tr := next()
+			tr.validUntil(t, f.key, "Sun, 22 Nov 2026 07:59:59 UTC") // the clock says 08:00:00
+			return tr.publish(t, f.store)
+		}, 422, "suite stable: Release is valid until Sun, 22 Nov 2026 07:59:59 UTC, which has passed (controld's clock says Sun, 22 Nov 2026 08:00:00 UTC): rebuild with armor build --resign"},
+		{"Valid-Until is not a date", func() string {
+			tr := next()
+			tr.validUntil(t, f.key, "next week")
+			return tr.publish(t, f.store)
+		}, 422, `dists/stable/InRelease: release Valid-Until "next week"`},
 		{"Release is not the signed text", func() string {
 			tr := next()
 			tr.set("dists/stable/Release", append(tr.files["dists/stable/Release"], "X: y\n"...))
@@ -166,5 +178,44 @@ func TestRecordActivateConflictRecordsNothing(t *testing.T) {
 	}
 	if _, err := f.admin.Release(ctx, "demo", id2); err == nil {
 		t.Error("the release was recorded although its activation lost")
+	}
+}
+
+// validUntil gives the tree's Release a Valid-Until field and signs it again.
+func (tr *tree) validUntil(t testing.TB, key *sign.Key, date string) {
+	t.Helper()
+	rel := "dists/stable/Release"
+	tr.set(rel, bytes.Replace(tr.files[rel], []byte("Acquire-By-Hash:"), []byte("Valid-Until: "+date+"\nAcquire-By-Hash:"), 1))
+	tr.sign(t, key)
+}
+
+// TestRecordValidUntil checks Valid-Until by controld's clock: a release that is still
+// valid records and activates; once the clock passes its Valid-Until, the same release
+// (or one built on it) is refused, with or without activation, and nothing changes.
+func TestRecordValidUntil(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.repo("demo")
+	until := "Sun, 22 Nov 2026 09:00:00 UTC" // an hour after the fixture's clock
+	tr1 := newTree(t, "demo", "", "1.0", f.key)
+	tr1.validUntil(t, f.key, until)
+	if _, err := f.admin.RecordRelease(ctx, "demo", tr1.publish(t, f.store), true, ""); err != nil {
+		t.Fatalf("a release valid for another hour: %v", err)
+	}
+	tr2 := newTree(t, "demo", tr1.m.ID, "2.0", f.key)
+	tr2.validUntil(t, f.key, until)
+	sum2 := tr2.publish(t, f.store)
+	f.clock.Add(time.Hour + time.Second)
+	before := f.snapshot()
+	for _, activate := range []bool{false, true} {
+		_, err := f.admin.RecordRelease(ctx, "demo", sum2, activate, "")
+		apiErr := wantStatus(t, err, http.StatusUnprocessableEntity)
+		want := "suite stable: Release is valid until " + until + ", which has passed"
+		if apiErr.Code != "invalid_release" || !strings.Contains(apiErr.Message, want) || !strings.Contains(apiErr.Message, "armor build --resign") {
+			t.Errorf("activate=%v: error %s: %q, want invalid_release containing %q and armor build --resign", activate, apiErr.Code, apiErr.Message, want)
+		}
+	}
+	if after := f.snapshot(); after != before {
+		t.Errorf("state changed:\n%s\n→\n%s", before, after)
 	}
 }

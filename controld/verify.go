@@ -174,6 +174,9 @@ func (s *Server) verifySuite(ctx context.Context, repo, dir string, paths map[st
 	if err != nil {
 		return "", invalidRelease("%s: %w", inPath, err)
 	}
+	if err := s.checkValidUntil(dir, inPath, rel); err != nil {
+		return "", err
+	}
 	for _, p := range rel.Paths() {
 		e := rel.Sums[p]
 		if e.SHA256 == "" {
@@ -187,6 +190,21 @@ func (s *Server) verifySuite(ctx context.Context, repo, dir string, paths map[st
 		}
 	}
 	return fp, nil
+}
+
+// checkValidUntil refuses a suite whose Release has expired by controld's clock: apt
+// would refuse it too ("Release file is expired"), so activating it would break every
+// client of the repository.
+func (s *Server) checkValidUntil(dir, inPath string, rel *release.File) error {
+	until, err := rel.ValidUntil()
+	if err != nil {
+		return invalidRelease("%s: %w", inPath, err)
+	}
+	if now := s.now(); !until.IsZero() && now.After(until) {
+		return invalidRelease("suite %s: Release is valid until %s, which has passed (controld's clock says %s): rebuild with armor build --resign to refresh Valid-Until, then push again",
+			strings.TrimPrefix(dir, "dists/"), release.FormatDate(until), release.FormatDate(now))
+	}
+	return nil
 }
 
 // maxMissingListed bounds how many missing objects an error names.

@@ -2,10 +2,16 @@ package gen
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/bmatcuk/doublestar/v4"
 )
 
 // inputGroup is the inputs of one suite's component.
@@ -32,9 +38,12 @@ func collectInputs(ctx context.Context, o *Options, statCache <-chan *statCache)
 	var groups []inputGroup
 	for _, s := range o.Suites {
 		for _, comp := range s.Components {
-			files, err := expandInputs(o.BaseDir, s.Inputs[comp])
+			files, unmatched, err := expandInputs(o.BaseDir, s.Inputs[comp])
 			if err != nil {
 				return nil, nil, fmt.Errorf("suite %s component %s: %w", s.Codename, comp, err)
+			}
+			if len(unmatched) > 0 && !s.AllowEmpty {
+				return nil, nil, noInputs(o.BaseDir, s.Codename, comp, unmatched[0])
 			}
 			groups = append(groups, inputGroup{s, comp, files})
 		}
@@ -61,6 +70,43 @@ func collectInputs(ctx context.Context, o *Options, statCache <-chan *statCache)
 		}
 	}
 	return groups, ins, nil
+}
+
+// NoInputsError is the error of a build in which an input pattern of a suite that may
+// not be empty (Suite.AllowEmpty) matches no file: a typo in the pattern, or .deb files
+// not yet in place, would otherwise publish a signed release without those packages.
+type NoInputsError struct {
+	Suite, Component, Pattern string
+	Dir                       string // what a relative Pattern was resolved against; "" for an absolute one
+	Missing                   string // the pattern's fixed leading directory, when it does not exist
+}
+
+func (e *NoInputsError) Error() string {
+	where := ""
+	if e.Dir != "" {
+		where = " (relative to " + e.Dir + ")"
+	}
+	missing := ""
+	if e.Missing != "" {
+		missing = " (" + e.Missing + " does not exist)"
+	}
+	return fmt.Sprintf("suite %s component %s: input pattern %q%s matches no file%s: add .deb files there or fix the pattern, or let the suite be empty (allow_empty = true in its [[suite]])",
+		e.Suite, e.Component, e.Pattern, where, missing)
+}
+
+// noInputs describes a pattern that matched nothing, saying where it looked.
+func noInputs(base, suite, comp, pat string) error {
+	e := &NoInputsError{Suite: suite, Component: comp, Pattern: pat}
+	full := pat
+	if !filepath.IsAbs(pat) {
+		e.Dir, full = base, filepath.Join(base, pat)
+	}
+	if root, _ := doublestar.SplitPattern(filepath.ToSlash(full)); root != "" {
+		if _, err := os.Stat(root); errors.Is(err, fs.ErrNotExist) {
+			e.Missing = filepath.FromSlash(root)
+		}
+	}
+	return e
 }
 
 // sortedInputs sorts files by path and drops repeated paths.

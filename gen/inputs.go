@@ -49,22 +49,22 @@ func statOf(st *unix.Stat_t) fileStat {
 }
 
 // expandInputs resolves glob patterns (with ** for any depth) relative to base into a
-// list of distinct paths sorted by path, each with its stat. A pattern that matches
-// nothing is not an error: an empty component is a valid, empty index.
+// list of distinct paths sorted by path, each with its stat, and returns the patterns
+// that matched nothing (the caller decides whether that is an error).
 //
 // The common patterns ("*.deb", "**/*.deb") are walked by walkSimple, which stats each
 // directory's matches relative to it, a large directory from two goroutines; others go
 // through doublestar, and their matches are statted afterwards on all cores. For 100,000
 // inputs the stats are most of an incremental build's look at its inputs.
-func expandInputs(base string, patterns []string) ([]inputFile, error) {
+func expandInputs(base string, patterns []string) (files []inputFile, unmatched []string, err error) {
 	var out []inputFile
 	for _, pat := range patterns {
+		before := len(out)
 		full := pat
 		if !filepath.IsAbs(full) {
 			full = filepath.Join(base, pat)
 		}
 		root, rel := doublestar.SplitPattern(filepath.ToSlash(full))
-		var err error
 		if seg, deep, ok := simplePattern(rel); ok {
 			out, err = walkSimple(out, root, seg, deep)
 		} else {
@@ -74,16 +74,19 @@ func expandInputs(base string, patterns []string) ([]inputFile, error) {
 			})
 		}
 		if err != nil {
-			return nil, fmt.Errorf("input pattern %q: %w", pat, err)
+			return nil, nil, fmt.Errorf("input pattern %q: %w", pat, err)
+		}
+		if len(out) == before {
+			unmatched = append(unmatched, pat)
 		}
 	}
 	if len(patterns) > 1 || !slices.IsSortedFunc(out, func(a, b inputFile) int { return strings.Compare(a.path, b.path) }) {
 		out = sortedInputs(out) // one pattern lists each path once; compacting is a no-op then
 	}
 	if err := statInputs(out); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
+	return out, unmatched, nil
 }
 
 // simplePattern recognises the patterns most configurations use, "*.deb" and

@@ -48,9 +48,12 @@ func TestWalkSimpleMatchesGlobWalk(t *testing.T) {
 				t.Fatal(err)
 			}
 			slices.Sort(want)
-			files, err := expandInputs(base, []string{pat})
+			files, unmatched, err := expandInputs(base, []string{pat})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if (len(want) == 0) != (len(unmatched) == 1) {
+				t.Errorf("expandInputs(%q) reports %q as matching nothing; it matches %d files", pat, unmatched, len(want))
 			}
 			var got []string
 			for _, f := range files {

@@ -23,6 +23,9 @@ type Suite struct {
 	// Inputs maps a component to glob patterns of .deb files (** matches any depth),
 	// relative to Options.BaseDir.
 	Inputs map[string][]string
+	// AllowEmpty lets a pattern of Inputs match no file. Without it such a pattern fails
+	// the build with a *NoInputsError, rather than signing a release that lacks its packages.
+	AllowEmpty bool
 }
 
 // Options is everything one build needs. Build reads no configuration file and no

@@ -51,6 +51,10 @@ type Suite struct {
 	Architectures []string            `toml:"architectures"`
 	ValidFor      string              `toml:"valid_for,omitempty"`
 	Inputs        map[string][]string `toml:"inputs"`
+	// AllowEmpty lets an input pattern match no file. Without it, a pattern that matches
+	// nothing fails the build: a typo, or .deb files not in place yet, would otherwise
+	// publish a signed release without those packages.
+	AllowEmpty bool `toml:"allow_empty,omitempty"`
 }
 
 // Signing names the secret key and where its passphrase comes from. The environment
@@ -246,6 +250,9 @@ func (f *File) validate() error {
 	default:
 		return fmt.Errorf("signing.digest %q: use SHA256 or SHA512", f.Signing.Digest)
 	}
+	if err := f.checkTree(); err != nil {
+		return err
+	}
 	if f.Store.Remote != "" && f.Store.S3 != nil {
 		return errors.New("store: set either remote or [store.s3], not both")
 	}
@@ -253,6 +260,49 @@ func (f *File) validate() error {
 		return errors.New("store.s3.bucket is empty")
 	}
 	return nil
+}
+
+// checkTree refuses an output.tree that is the root directory, the project directory
+// or one of its parents: a build writes dists/ and pool/ there and deletes what an old
+// release left in them, so such a tree would scatter the repository over the project
+// (or the whole machine). Symbolic links are followed where the paths exist.
+func (f *File) checkTree() error {
+	dir, err := filepath.Abs(f.Dir())
+	if err != nil {
+		return fmt.Errorf("output.tree: %w", err)
+	}
+	tree, err := filepath.Abs(f.Resolve(f.Output.Tree))
+	if err != nil {
+		return fmt.Errorf("output.tree: %w", err)
+	}
+	resolved, what := tree, treeOver(tree, dir)
+	if what == "" {
+		realTree, err1 := filepath.EvalSymlinks(tree)
+		realDir, err2 := filepath.EvalSymlinks(dir)
+		if err1 == nil && err2 == nil {
+			resolved = fmt.Sprintf("%s (%s through symbolic links)", tree, realTree)
+			what = treeOver(realTree, realDir)
+		}
+	}
+	if what != "" {
+		return fmt.Errorf("output.tree %q resolves to %s, %s: a build writes dists/ and pool/ there; give the tree a directory of its own, such as %q",
+			f.Output.Tree, resolved, what, DefaultTree)
+	}
+	return nil
+}
+
+// treeOver says why tree may not hold a build of the project in dir ("" when it may).
+// Both paths are absolute and clean.
+func treeOver(tree, dir string) string {
+	switch {
+	case tree == string(filepath.Separator):
+		return "the root directory"
+	case tree == dir:
+		return "the project directory"
+	case strings.HasPrefix(dir, tree+string(filepath.Separator)):
+		return "a parent of the project directory " + dir
+	}
+	return ""
 }
 
 // Resolve makes a path from the file absolute, relative to the file's directory.

@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ contrib = ["debs/contrib/*.deb"]
 codename = "trixie"
 components = ["main"]
 architectures = ["amd64"]
+allow_empty = true
 
 [signing]
 key = ".armor/keys/signing.sec.asc"
@@ -68,6 +70,8 @@ func TestParseGood(t *testing.T) {
 		{"suite field kept", f.Suites[0].Suite, "stable"},
 		{"suite defaults to codename", f.Suites[1].Suite, "trixie"},
 		{"inputs", f.Suites[0].Inputs["contrib"][0], "debs/contrib/*.deb"},
+		{"allow_empty default: inputs must match", f.Suites[0].AllowEmpty, false},
+		{"allow_empty", f.Suites[1].AllowEmpty, true},
 		{"tree default", f.Output.Tree, DefaultTree},
 		{"manifest default", f.Output.Manifest, DefaultManifest},
 		{"cache default", f.Output.Cache, DefaultCache},
@@ -104,6 +108,13 @@ func TestParseRejects(t *testing.T) {
 			name: "unknown key in a suite",
 			data: edit(t, `valid_for = "7d"`, "valid_for = \"7d\"\narchitecture = \"amd64\""),
 			want: []string{"unknown key", "13| architecture ="},
+		},
+		{
+			name: "allow_empty is a boolean",
+			data: edit(t, `allow_empty = true`, `allow_empty = "yes"`),
+			// go-toml v2.4.3 reports the position of a key in the second [[suite]] wrongly
+			// (line 22 here, not 33): check only that the file and the type are named.
+			want: []string{"armor.toml:", "bool"},
 		},
 		{
 			name: "unknown section",
@@ -206,6 +217,36 @@ func TestParseRejects(t *testing.T) {
 			want: []string{"signing.digest", `"MD5"`},
 		},
 		{
+			name: "tree is the root directory",
+			data: good + "\n[output]\ntree = \"/\"\n",
+			want: []string{`output.tree "/" resolves to /, the root directory`, `such as "public"`},
+		},
+		{
+			name: "tree is the root directory, relatively",
+			data: good + "\n[output]\ntree = \"../../..\"\n",
+			want: []string{`output.tree "../../.." resolves to /, the root directory`},
+		},
+		{
+			name: "tree is the project directory",
+			data: good + "\n[output]\ntree = \".\"\n",
+			want: []string{`output.tree "." resolves to /srv/acme, the project directory`},
+		},
+		{
+			name: "tree is the project directory, absolutely",
+			data: good + "\n[output]\ntree = \"/srv/acme/\"\n",
+			want: []string{`output.tree "/srv/acme/" resolves to /srv/acme, the project directory`},
+		},
+		{
+			name: "tree is a parent of the project",
+			data: good + "\n[output]\ntree = \"..\"\n",
+			want: []string{`output.tree ".." resolves to /srv, a parent of the project directory /srv/acme`},
+		},
+		{
+			name: "tree is an absolute parent of the project",
+			data: good + "\n[output]\ntree = \"/srv\"\n",
+			want: []string{`output.tree "/srv" resolves to /srv, a parent of the project directory /srv/acme`},
+		},
+		{
 			name: "both store kinds",
 			data: edit(t, `remote = ".armor/store"`, "remote = \".armor/store\"\n[store.s3]\nbucket = \"b\""),
 			want: []string{"store: set either remote or [store.s3]"},
@@ -231,6 +272,49 @@ func TestParseRejects(t *testing.T) {
 				t.Errorf("error does not name the file:\n%v", err)
 			}
 		})
+	}
+}
+
+// TestTreeAccepted: trees beside, below or away from the project are fine, including
+// a sibling whose name starts with the project's.
+func TestTreeAccepted(t *testing.T) {
+	for tree, want := range map[string]string{
+		"public":           "/srv/acme/public",
+		"out/tree":         "/srv/acme/out/tree",
+		"../acme-public":   "/srv/acme-public",
+		"/var/www/apt":     "/var/www/apt",
+		"/srv/acme/x/../y": "/srv/acme/y",
+	} {
+		t.Run(tree, func(t *testing.T) {
+			f, err := Parse([]byte(good+"\n[output]\ntree = "+strconv.Quote(tree)+"\n"), "/srv/acme/armor.toml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := filepath.Clean(f.Resolve(f.Output.Tree)); got != want {
+				t.Errorf("tree resolves to %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// TestTreeThroughSymlink: a tree that is a symbolic link to the project directory is
+// refused too.
+func TestTreeThroughSymlink(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "proj")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(".", filepath.Join(dir, "public")); err != nil {
+		t.Fatal(err)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Parse([]byte(good), filepath.Join(dir, "armor.toml"))
+	want := `output.tree "public" resolves to ` + filepath.Join(dir, "public") + " (" + real + " through symbolic links), the project directory"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Parse: %v, want an error containing %q", err, want)
 	}
 }
 
