@@ -304,9 +304,9 @@ func TestInit(t *testing.T) {
 		t.Errorf("build after init: %s", out)
 	}
 	armorOK(t, "verify", filepath.Join(dir, "public"), "--keyring", filepath.Join(dir, "keys", "x-archive-keyring.gpg"), "--pool")
-	// ... and pushes to the local store init configured; without controld it stops there.
-	out = armorOK(t, "-c", cfgPath, "push")
-	if !strings.Contains(out, "uploaded") || !strings.Contains(out, "no controld configured") {
+	// ... and pushes --store-only to the local store init configured.
+	out = armorOK(t, "-c", cfgPath, "push", "--store-only")
+	if !strings.Contains(out, "uploaded") || !strings.Contains(out, "not recorded in controld") {
 		t.Errorf("push after init: %s", out)
 	}
 	if objs, _ := filepath.Glob(filepath.Join(dir, ".armor", "store", "objects", "sha256", "*", "*")); len(objs) == 0 {
@@ -540,7 +540,7 @@ func TestBuildErrors(t *testing.T) {
 	// push before any build
 	proj = filepath.Join(dir, "unbuilt")
 	cfg = newProject(t, proj, projectOptions{store: filepath.Join(dir, "store"), noDebs: true})
-	armorFails(t, 1, []string{filepath.Join(proj, testManifestName), "run `armor build` first"}, "-c", cfg, "push")
+	armorFails(t, 1, []string{filepath.Join(proj, testManifestName), "run `armor build` first"}, "-c", cfg, "push", "--store-only")
 }
 
 // newProjectUnchecked is newProject for configurations meant to be refused.

@@ -17,12 +17,37 @@ import (
 	"github.com/armor-apt/armor/publish"
 )
 
+// ControldFlags select controld for every command that talks to it. Its URL comes from
+// --controld, else $ARMOR_CONTROLD_URL, else [controld] url in armor.toml.
+type ControldFlags struct {
+	Controld string `help:"controld URL; this flag, then $ARMOR_CONTROLD_URL, then [controld] url in armor.toml." env:"ARMOR_CONTROLD_URL" placeholder:"URL"`
+	CACert   string `name:"ca-cert" help:"PEM CA certificate to trust for controld's TLS." type:"existingfile"`
+}
+
+// url is controld's URL: the flag (or $ARMOR_CONTROLD_URL) over armor.toml's.
+func (f *ControldFlags) url(cfg *config.File) string {
+	if f.Controld != "" || cfg == nil {
+		return f.Controld
+	}
+	return cfg.Controld.URL
+}
+
+// urlSource names where url came from, for messages.
+func (f *ControldFlags) urlSource(cfg *config.File) string {
+	switch {
+	case f.Controld == "":
+		return "[controld] url in " + cfg.Path
+	case os.Getenv("ARMOR_CONTROLD_URL") == f.Controld:
+		return "$ARMOR_CONTROLD_URL"
+	}
+	return "--controld"
+}
+
 // ControlFlags select controld and the repository for the commands that talk to it.
 // By default both come from armor.toml; the token comes from $ARMOR_TOKEN.
 type ControlFlags struct {
-	Controld string `help:"controld URL (default: [controld] url in armor.toml)." env:"ARMOR_CONTROLD_URL"`
-	Repo     string `help:"Repository (default: [repository] name in armor.toml)."`
-	CACert   string `name:"ca-cert" help:"PEM CA certificate to trust for controld's TLS." type:"existingfile"`
+	ControldFlags
+	Repo string `help:"Repository (default: [repository] name in armor.toml)."`
 }
 
 // target resolves controld's URL, the token and the repository.
@@ -35,10 +60,7 @@ func (f *ControlFlags) target(g *Globals) (*client.Client, string, error) {
 		}
 		cfg = c
 	}
-	url, repo := f.Controld, f.Repo
-	if url == "" {
-		url = cfg.Controld.URL
-	}
+	url, repo := f.url(cfg), f.Repo
 	if repo == "" {
 		repo = cfg.Repository.Name
 	}
@@ -60,20 +82,30 @@ func (f *ControlFlags) target(g *Globals) (*client.Client, string, error) {
 	return client.New(url, token, hc), repo, nil
 }
 
-// controlClient builds a client from armor.toml alone (used by push).
-func controlClient(cfg *config.File, caCert string) (*client.Client, error) {
+// controlClient builds a client of the controld at url with armor.toml's token (used by
+// push, which needs a token: it records).
+func controlClient(cfg *config.File, url, caCert string) (*client.Client, error) {
 	token, err := cfg.Token()
 	if err != nil {
 		return nil, err
 	}
 	if token == "" {
-		return nil, fmt.Errorf("no controld token: set $%s (or [controld] token_file)", cfg.Controld.TokenEnv)
+		return nil, fmt.Errorf("no controld token: set $%s (or [controld] token_file in %s) to a token that may push to repository %s, or push with --store-only to upload without recording; nothing was uploaded",
+			cfg.Controld.TokenEnv, cfg.Path, cfg.Repository.Name)
 	}
 	hc, err := httpClient(caCert)
 	if err != nil {
 		return nil, err
 	}
-	return client.New(cfg.Controld.URL, token, hc), nil
+	return client.New(url, token, hc), nil
+}
+
+// tokenSource names where armor.toml's token comes from, for messages.
+func tokenSource(cfg *config.File) string {
+	if cfg.Controld.TokenFile != "" {
+		return "[controld] token_file " + cfg.Controld.TokenFile
+	}
+	return "$" + cfg.Controld.TokenEnv
 }
 
 func httpClient(caCert string) (*http.Client, error) {

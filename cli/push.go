@@ -17,14 +17,18 @@ import (
 
 // PushCmd uploads and records a release.
 type PushCmd struct {
-	NoActivate bool `help:"Record the release in controld as a draft, without activating it."`
-	DryRun     bool `help:"List what would be uploaded; upload and record nothing."`
+	ControldFlags
+	NoActivate bool `help:"Record the release in controld as a draft, without activating it." xor:"store-only"`
+	StoreOnly  bool `name:"store-only" help:"Only upload the release to the store; do not record it in controld (none is needed)." xor:"store-only"`
+	DryRun     bool `help:"List what would be uploaded, after the same checks of controld and the token as a push; upload and record nothing."`
 	Jobs       int  `help:"Objects checked and uploaded at once." default:"8"`
 }
 
 // Help is push's detailed help: when it activates, and what its exit status says.
 func (c *PushCmd) Help() string {
-	return fmt.Sprintf(`The release is activated only on its parent: if controld's active release is no longer the release this one was built on (another push won the race, armor rollback re-published, or the manifest is stale), nothing is activated. Pushing a release that is already active again finishes the job.
+	return fmt.Sprintf(`Before it uploads anything, push checks that controld answers, that it knows the token ($ARMOR_TOKEN, or [controld] token_file), that the token may push to the repository (and activate, unless --no-activate), and that the repository exists. Without a controld (--controld, $ARMOR_CONTROLD_URL or [controld] url in armor.toml, in that order of precedence) push refuses unless --store-only.
+
+The release is activated only on its parent: if controld's active release is no longer the release this one was built on (another push won the race, armor rollback re-published, or the manifest is stale), nothing is activated. Pushing a release that is already active again finishes the job.
 
 Exit status: %d when the release is pushed (and active, unless --no-activate); %d when it was refused because the release it was built on is not the active release: rebuild on the active release (armor build) and push again; %d on any other error.`,
 		exitOK, exitStaleParent, exitFailure)
@@ -33,8 +37,8 @@ Exit status: %d when the release is pushed (and active, unless --no-activate); %
 // Run pushes.
 func (c *PushCmd) Run(g *Globals) error {
 	res, err := runPush(g.ctx, g.Config, pushOptions{
-		Activate: !c.NoActivate, DryRun: c.DryRun, Jobs: c.Jobs,
-		Progress: g.stderr,
+		Activate: !c.NoActivate, DryRun: c.DryRun, Jobs: c.Jobs, StoreOnly: c.StoreOnly,
+		Controld: c.ControldFlags, Progress: g.stderr,
 	})
 	if res != nil {
 		if perr := printPush(g, res); perr != nil && err == nil {
@@ -48,7 +52,10 @@ type pushOptions struct {
 	Activate bool
 	DryRun   bool
 	Jobs     int
-	Progress io.Writer // a terminal gets a progress bar
+	// StoreOnly uploads without recording in controld; otherwise a controld is required.
+	StoreOnly bool
+	Controld  ControldFlags // over armor.toml's [controld] url
+	Progress  io.Writer     // a terminal gets a progress bar
 	// Store, when set, replaces the store named in armor.toml (tests count requests).
 	Store store.Store
 }
@@ -80,7 +87,7 @@ type pushResult struct {
 // What a push came to, as --json reports it.
 const (
 	outcomeDryRun    = "dry_run"
-	outcomeStored    = "stored"    // in the store; not recorded (no controld)
+	outcomeStored    = "stored"    // in the store; not recorded (--store-only)
 	outcomeRecorded  = "recorded"  // recorded as a draft (--no-activate)
 	outcomeActivated = "activated" // recorded and active
 	// outcomeStaleParent: the release it was built on is not the active release, so
@@ -105,10 +112,14 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 		DryRun:   o.DryRun,
 		Progress: newPushBar(o.Progress),
 	}
-	if cfg.Controld.URL != "" {
+	if !o.StoreOnly {
+		url := o.Controld.url(cfg)
+		if url == "" {
+			return nil, fmt.Errorf("no controld to record the release in: set [controld] url in %s, $ARMOR_CONTROLD_URL or --controld URL; or push with --store-only to upload to the store without recording; nothing was uploaded", cfg.Path)
+		}
 		po.Controld = &publish.Controld{
-			URL: cfg.Controld.URL, Repo: cfg.Repository.Name, Activate: o.Activate,
-			Client: func() (*client.Client, error) { return controlClient(cfg, "") },
+			URL: url, Repo: cfg.Repository.Name, Activate: o.Activate, TokenSource: tokenSource(cfg),
+			Client: func() (*client.Client, error) { return controlClient(cfg, url, o.Controld.CACert) },
 		}
 	}
 	r, err := publish.Push(ctx, po)
@@ -116,11 +127,11 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 		return nil, noStoreError(cfg)
 	}
 	if r == nil {
-		return nil, err
+		return nil, preflightError(err, o.Controld, cfg)
 	}
 	res := newPushResult(r)
 	if err == nil && !r.DryRun && po.Controld == nil {
-		res.Note = "no controld configured ([controld] url in armor.toml): the release is in the store but not recorded"
+		res.Note = "--store-only: the release is in the store, not recorded in controld"
 	}
 	var stale *publish.StaleParentError
 	switch {
@@ -141,6 +152,20 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 		res.Error = err.Error()
 	}
 	return res, err
+}
+
+// preflightError adds to an error of push's checks of controld what only the command
+// knows: where the URL came from, and that nothing was uploaded.
+func preflightError(err error, f ControldFlags, cfg *config.File) error {
+	var pe *publish.PreflightError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	hint := ""
+	if errors.Is(err, publish.ErrControldUnreachable) {
+		hint = " (the URL is from " + f.urlSource(cfg) + "; --store-only uploads without recording)"
+	}
+	return fmt.Errorf("%w%s; nothing was uploaded", err, hint)
 }
 
 func newPushResult(r *publish.PushResult) *pushResult {

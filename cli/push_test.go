@@ -136,7 +136,7 @@ func TestPushRefusesTamperedTree(t *testing.T) {
 					if err := os.WriteFile(full, tc.tamper(orig), 0o644); err != nil {
 						t.Fatal(err)
 					}
-					r := armorFails(t, 1, []string{full, "changed since the build", tc.want}, "-c", p.cfg, "push")
+					r := armorFails(t, 1, []string{full, "changed since the build", tc.want}, "-c", p.cfg, "push", "--store-only")
 					if strings.Contains(r.stdout, "pushed release") {
 						t.Errorf("a failed push printed success:\n%s", r.stdout)
 					}
@@ -162,7 +162,7 @@ func TestPushRefusesTamperedTree(t *testing.T) {
 					if err := os.WriteFile(full, orig, 0o644); err != nil {
 						t.Fatal(err)
 					}
-					out := armorOK(t, "-c", p.cfg, "push")
+					out := armorOK(t, "-c", p.cfg, "push", "--store-only")
 					if !strings.Contains(out, "pushed release") {
 						t.Errorf("push of the restored tree: %s", out)
 					}
@@ -173,9 +173,9 @@ func TestPushRefusesTamperedTree(t *testing.T) {
 	}
 }
 
-// TestPushDryRunAndNoControld: --dry-run lists what it would upload and uploads nothing;
-// a push without controld says the release is stored but not recorded.
-func TestPushDryRunAndNoControld(t *testing.T) {
+// TestPushDryRunAndStoreOnly: --dry-run lists what it would upload and uploads nothing;
+// a push --store-only says the release is stored but not recorded.
+func TestPushDryRunAndStoreOnly(t *testing.T) {
 	t.Parallel()
 	for _, kind := range storeKinds(t) {
 		t.Run(kind.name, func(t *testing.T) {
@@ -183,7 +183,7 @@ func TestPushDryRunAndNoControld(t *testing.T) {
 			all := releaseObjects(t, p.manifestPath())
 			m := loadManifest(t, p.manifestPath())
 
-			out := armorOK(t, "-c", p.cfg, "push", "--dry-run")
+			out := armorOK(t, "-c", p.cfg, "push", "--store-only", "--dry-run")
 			if !strings.Contains(out, "dry run: "+strconv.Itoa(len(all))+" object(s) would be uploaded") {
 				t.Errorf("dry run output:\n%s", out)
 			}
@@ -202,19 +202,19 @@ func TestPushDryRunAndNoControld(t *testing.T) {
 				t.Errorf("a dry run wrote the pushed state %v", state)
 			}
 
-			out = armorOK(t, "-c", p.cfg, "push")
-			for _, want := range []string{"pushed release " + m.ID[:12], "uploaded " + strconv.Itoa(len(all)), "no controld configured", "not recorded"} {
+			out = armorOK(t, "-c", p.cfg, "push", "--store-only")
+			for _, want := range []string{"pushed release " + m.ID[:12], "uploaded " + strconv.Itoa(len(all)), "--store-only", "not recorded"} {
 				if !strings.Contains(out, want) {
 					t.Errorf("push output lacks %q:\n%s", want, out)
 				}
 			}
 			storetest.CheckHolds(t, cas, all)
 
-			out = armorOK(t, "-c", p.cfg, "push", "--dry-run")
+			out = armorOK(t, "-c", p.cfg, "push", "--store-only", "--dry-run")
 			if !strings.Contains(out, "dry run: 0 object(s)") {
 				t.Errorf("dry run after the push:\n%s", out)
 			}
-			out = armorOK(t, "--json", "-c", p.cfg, "push")
+			out = armorOK(t, "--json", "-c", p.cfg, "push", "--store-only")
 			for _, want := range []string{`"uploaded": 0`, `"known": ` + strconv.Itoa(len(all)), `"recorded": false`, `"release": "` + m.ID + `"`} {
 				if !strings.Contains(out, want) {
 					t.Errorf("push --json lacks %s:\n%s", want, out)
@@ -232,7 +232,7 @@ func TestPushS3WrongCredentials(t *testing.T) {
 	srv.Remote("bucket", "") // creates the bucket
 	const secret = "not-the-SECRET-value"
 	p := newPushProject(t, srv.RemoteWith(srv.KeyID, secret, "bucket", "armor"))
-	r := armorFails(t, 1, []string{srv.Endpoint, "bucket", "access denied", "credentials"}, "-c", p.cfg, "push")
+	r := armorFails(t, 1, []string{srv.Endpoint, "bucket", "access denied", "credentials"}, "-c", p.cfg, "push", "--store-only")
 	if strings.Contains(r.stderr+r.stdout, secret) {
 		t.Errorf("the message shows the secret:\n%s", r)
 	}
@@ -281,7 +281,7 @@ func TestPushUnansweringEndpoint(t *testing.T) {
 	done := make(chan outcome, 1)
 	start := time.Now()
 	go func() {
-		r := armor(t, "-c", p.cfg, "push")
+		r := armor(t, "-c", p.cfg, "push", "--store-only")
 		done <- outcome{r, time.Since(start)}
 	}()
 	select {
@@ -304,7 +304,7 @@ func TestPushUnansweringEndpoint(t *testing.T) {
 func TestPushWithoutStore(t *testing.T) {
 	t.Parallel()
 	p := newPushProject(t, "")
-	armorFails(t, 1, []string{p.cfg, "no [store] configured"}, "-c", p.cfg, "push")
+	armorFails(t, 1, []string{p.cfg, "no [store] configured"}, "-c", p.cfg, "push", "--store-only")
 }
 
 // TestBuildAndPushLock: a build does not start while another build or a push holds the
@@ -337,7 +337,7 @@ func TestBuildAndPushLock(t *testing.T) {
 	}
 	want := []string{lock, "another armor build or push"}
 	armorFails(t, 1, want, "-c", p.cfg, "build", "--resign")
-	armorFails(t, 1, want, "-c", p.cfg, "push")
+	armorFails(t, 1, want, "-c", p.cfg, "push", "--store-only")
 	unlock()
 
 	// As while a push runs: another push may run, a build may not.
@@ -346,7 +346,7 @@ func TestBuildAndPushLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	armorFails(t, 1, want, "-c", p.cfg, "build", "--resign")
-	if _, err := runPush(context.Background(), p.cfg, pushOptions{Store: p.openStore(t), Jobs: 2}); err != nil {
+	if _, err := runPush(context.Background(), p.cfg, pushOptions{Store: p.openStore(t), Jobs: 2, StoreOnly: true}); err != nil {
 		t.Errorf("push beside another push: %v", err)
 	}
 	unlock()
@@ -655,5 +655,164 @@ func TestPushRaceProcesses(t *testing.T) {
 		}
 		t.Logf("round %d: %s won", round, names[winner])
 		w, parent = racers[winner], ids[winner]
+	}
+}
+
+// variant writes a copy of the project's armor.toml with extra appended, beside it (so
+// its relative paths name the same tree, manifest and cache), and returns its path.
+func (p pushProject) variant(t *testing.T, name, extra string) string {
+	t.Helper()
+	path := filepath.Join(p.dir, name+".toml")
+	if err := os.WriteFile(path, append(readFileT(t, p.cfg), extra...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// newToken creates a token in the site's controld and writes its secret to a file.
+func (s controldSite) newToken(t *testing.T, name string, repos []string, actions ...string) string {
+	t.Helper()
+	out, err := s.client.CreateToken(context.Background(), name, repos, actions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(out.Secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestPushChecksFirst: armor push fails before it asks the store anything when no
+// controld is configured (unless --store-only), with no token, when controld does not
+// answer, refuses the token, or the token may not push (or activate) on the repository,
+// and when the repository is unknown; each error says what is wrong and what to do. Once
+// put right, the same push goes through.
+func TestPushChecksFirst(t *testing.T) {
+	t.Parallel()
+	site := newControldSite(t)
+	p := newPushProject(t, site.remote)
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	bogus := filepath.Join(t.TempDir(), "bogus")
+	if err := os.WriteFile(bogus, []byte("armor_not-a-real-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	section := func(url, tokenFile string) string {
+		return fmt.Sprintf("\n[controld]\nurl = %q\ntoken_file = %q\n", url, tokenFile)
+	}
+	const unset = "ARMOR_TEST_TOKEN_NEVER_SET"
+
+	tests := []struct {
+		name     string
+		extra    string // appended to armor.toml
+		activate bool
+		want     []string
+	}{
+		{"unknown repository", section(site.url, site.tokenFile), true,
+			[]string{"controld " + site.url + " has no repository test", "armor repos create"}},
+		{"no controld", "", true,
+			[]string{"no controld to record the release in", "[controld] url in", "$ARMOR_CONTROLD_URL", "--controld URL", "--store-only"}},
+		{"no token", fmt.Sprintf("\n[controld]\nurl = %q\ntoken_env = %q\n", site.url, unset), true,
+			[]string{"no controld token: set $" + unset, "push to repository test", "--store-only"}},
+		{"controld down", section(dead, site.tokenFile), true,
+			[]string{"controld " + dead + " does not answer", "the URL is from [controld] url in", "--store-only"}},
+		{"token refused", section(site.url, bogus), true,
+			[]string{"refuses the token (from [controld] token_file " + bogus + ")", "unknown there or revoked"}},
+		{"other repository", section(site.url, site.newToken(t, "elsewhere", []string{"other"}, "push", "activate")), true,
+			[]string{"token elsewhere", "may not push to repository test", "scoped to other", "armor tokens create NAME --for test --action push --action activate"}},
+		{"read only", section(site.url, site.newToken(t, "edge", []string{"*"}, "read")), true,
+			[]string{"token edge", "may not push on repository test (it may read)"}},
+		{"push may not activate", section(site.url, site.newToken(t, "ci", []string{"test"}, "push")), true,
+			[]string{"token ci", "may not activate on repository test (it may push)", "--no-activate"}},
+	}
+	for i, tc := range tests {
+		cfg := p.variant(t, fmt.Sprintf("case%d", i), tc.extra)
+		t.Run(tc.name, func(t *testing.T) {
+			for _, dry := range []bool{false, true} {
+				s := p.openStore(t)
+				_, err := runPush(ctx, cfg, pushOptions{Activate: tc.activate, DryRun: dry, Jobs: 2, Store: s})
+				if err == nil {
+					t.Fatalf("dry run %v: the push went through", dry)
+				}
+				if !dry {
+					t.Log(err)
+				}
+				for _, w := range append(tc.want, "nothing was uploaded") {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("dry run %v: the error lacks %q:\n%v", dry, w, err)
+					}
+				}
+				if n := s.Counts(); n.Requests() != 0 {
+					t.Errorf("dry run %v: the store was asked before the checks failed: %+v", dry, n)
+				}
+			}
+		})
+		if i == 0 {
+			armorOK(t, "-c", cfg, "repos", "create")
+		}
+	}
+	if objs, _ := filepath.Glob(filepath.Join(site.remote, "objects", "*", "*", "*")); len(objs) != 0 {
+		t.Fatalf("the refused pushes stored %d objects", len(objs))
+	}
+
+	// Put right, the pushes go through: a push-only token records a draft.
+	ci := site.newToken(t, "ci-draft", []string{"test"}, "push")
+	out := armorOK(t, "-c", p.variant(t, "draft", section(site.url, ci)), "push", "--no-activate")
+	if !strings.Contains(out, "recorded in controld") {
+		t.Errorf("push --no-activate with a push-only token:\n%s", out)
+	}
+	out = armorOK(t, "-c", p.variant(t, "ok", section(site.url, site.tokenFile)), "push")
+	if !strings.Contains(out, "recorded and activated") {
+		t.Errorf("push with the right token:\n%s", out)
+	}
+	storetest.CheckHolds(t, p.openStore(t), releaseObjects(t, p.manifestPath()))
+}
+
+// TestPushControldURLPrecedence: push takes controld's URL from --controld, else
+// $ARMOR_CONTROLD_URL, else armor.toml, and --store-only needs none.
+func TestPushControldURLPrecedence(t *testing.T) {
+	site := newControldSite(t)
+	p := newPushProject(t, site.remote)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	cfg := p.variant(t, "dead", fmt.Sprintf("\n[controld]\nurl = %q\ntoken_file = %q\n", dead, site.tokenFile))
+	armorOK(t, "-c", cfg, "repos", "create", "--controld", site.url)
+
+	t.Setenv("ARMOR_CONTROLD_URL", "")
+	os.Unsetenv("ARMOR_CONTROLD_URL")
+	armorFails(t, 1, []string{"controld " + dead + " does not answer", "the URL is from [controld] url in " + cfg}, "-c", cfg, "push")
+	armorFails(t, 1, []string{"controld " + dead + " does not answer", "the URL is from --controld"}, "-c", cfg, "push", "--controld", dead)
+	if out := armorOK(t, "-c", cfg, "push", "--no-activate", "--controld", site.url); !strings.Contains(out, "recorded in controld "+site.url) {
+		t.Errorf("--controld over armor.toml:\n%s", out)
+	}
+
+	t.Setenv("ARMOR_CONTROLD_URL", site.url)
+	if out := armorOK(t, "-c", cfg, "push"); !strings.Contains(out, "recorded and activated in controld "+site.url) {
+		t.Errorf("$ARMOR_CONTROLD_URL over armor.toml:\n%s", out)
+	}
+	t.Setenv("ARMOR_CONTROLD_URL", dead)
+	armorFails(t, 1, []string{"controld " + dead + " does not answer", "the URL is from $ARMOR_CONTROLD_URL"}, "-c", cfg, "push")
+	if out := armorOK(t, "-c", cfg, "push", "--controld", site.url); !strings.Contains(out, "recorded and activated in controld "+site.url) {
+		t.Errorf("--controld over $ARMOR_CONTROLD_URL:\n%s", out)
+	}
+	if out := armorOK(t, "-c", cfg, "status", "--controld", site.url); !strings.Contains(out, "active: ") {
+		t.Errorf("status --controld over $ARMOR_CONTROLD_URL:\n%s", out)
+	}
+	if out := armorOK(t, "-c", cfg, "push", "--store-only"); !strings.Contains(out, "not recorded in controld") {
+		t.Errorf("push --store-only with a dead controld:\n%s", out)
+	}
+	r := armor(t, "-c", cfg, "push", "--store-only", "--no-activate")
+	if r.code != 2 {
+		t.Errorf("push --store-only --no-activate: want a usage error, got %s", r)
 	}
 }

@@ -164,6 +164,73 @@ func TestTokenAPIRawJSON(t *testing.T) {
 	}
 }
 
+// TestOwnToken: GET /v1/token answers the caller's own name and scope, never its secret
+// or hash, for any valid token, changes nothing, and refuses unknown and revoked tokens;
+// the scope it answers allows what controld allows.
+func TestOwnToken(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.repo("a")
+	tokens := []struct {
+		name           string
+		repos, actions []string
+		may, mayNot    [][2]string // {repository, action}
+	}{
+		{"edge", []string{"*"}, []string{"read"}, [][2]string{{"a", "read"}, {"z", "read"}}, [][2]string{{"a", "push"}}},
+		{"ci-a", []string{"a"}, []string{"push"}, [][2]string{{"a", "push"}, {"a", "read"}}, [][2]string{{"a", "activate"}, {"b", "push"}, {"b", "read"}}},
+		{"ops", []string{"a", "b"}, []string{"activate", "push"}, [][2]string{{"b", "activate"}}, [][2]string{{"c", "push"}, {"a", "admin"}}},
+	}
+	for _, tc := range tokens {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := f.admin.CreateToken(ctx, tc.name, tc.repos, tc.actions)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := f.snapshot()
+			got, err := f.client(out.Secret).Token(ctx)
+			if err != nil {
+				t.Fatalf("GET /v1/token: %v", err)
+			}
+			if got.Name != tc.name || !slices.Equal(got.Repositories, tc.repos) || !slices.Equal(got.Actions, tc.actions) || got.CreatedBy != "root" {
+				t.Errorf("GET /v1/token = %+v\nwant name %s, repositories %v, actions %v, created by root", got, tc.name, tc.repos, tc.actions)
+			}
+			for _, ra := range tc.may {
+				if !got.Allows(ra[0], ra[1]) {
+					t.Errorf("token %s: Allows(%s, %s) = false, want true", tc.name, ra[0], ra[1])
+				}
+			}
+			for _, ra := range tc.mayNot {
+				if got.Allows(ra[0], ra[1]) {
+					t.Errorf("token %s: Allows(%s, %s) = true, want false", tc.name, ra[0], ra[1])
+				}
+			}
+			status, body := f.rawRequest("GET", "/v1/token", out.Secret, nil)
+			if status != http.StatusOK || strings.Contains(body, out.Secret) || strings.Contains(body, "hash") {
+				t.Errorf("GET /v1/token raw: %d %s; want 200 without the secret or its hash", status, body)
+			}
+			if after := f.snapshot(); after != before {
+				t.Errorf("GET /v1/token changed the state:\n%s\n→\n%s", before, after)
+			}
+		})
+	}
+
+	status, _ := f.rawRequest("GET", "/v1/token", "", nil)
+	if status != http.StatusUnauthorized {
+		t.Errorf("GET /v1/token without a token: %d, want 401", status)
+	}
+	_, err := f.client("armor_not-a-real-token").Token(ctx)
+	if !errors.Is(err, client.ErrUnauthorized) {
+		t.Errorf("GET /v1/token with an unknown token: %v, want 401", err)
+	}
+	revoked := f.token("old", []string{"a"}, "push")
+	if _, err := f.admin.RevokeToken(ctx, "old"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := revoked.Token(ctx); !errors.Is(err, client.ErrUnauthorized) {
+		t.Errorf("GET /v1/token with a revoked token: %v, want 401", err)
+	}
+}
+
 func TestStrictRequests(t *testing.T) {
 	f := newFixture(t)
 	f.repo("demo")

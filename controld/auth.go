@@ -154,22 +154,14 @@ func (s *Server) authenticate(c *call) error {
 	return nil
 }
 
-// covers reports whether a scope includes repo.
-func covers(scope []string, repo string) bool {
-	return slices.Contains(scope, api.AllRepositories) || slices.Contains(scope, repo)
-}
-
 // can reports whether the token may do action on repo. Any action implies read.
 func (c *call) can(repo, action string) bool {
-	if !covers(c.tok.Repositories, repo) {
-		return false
-	}
-	return action == api.ActionRead && len(c.tok.Actions) > 0 || slices.Contains(c.tok.Actions, action)
+	return api.Allows(c.tok.Repositories, c.tok.Actions, repo, action)
 }
 
 // allow is can as an error: 403 naming what is missing.
 func (c *call) allow(repo, action string) error {
-	if !covers(c.tok.Repositories, repo) {
+	if !api.Covers(c.tok.Repositories, repo) {
 		return forbidden("token %s is not scoped to repository %s", c.tok.Name, repo)
 	}
 	if !c.can(repo, action) {

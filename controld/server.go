@@ -193,6 +193,7 @@ func (s *Server) register() {
 	s.route("POST /v1/repos/{repo}/rollback", s.rollback)
 	s.route("GET /v1/repos/{repo}/history", s.history)
 	s.route("GET /v1/repos/{repo}/status", s.status)
+	s.route("GET /v1/token", s.ownToken)
 	s.route("GET /v1/tokens", s.listTokens)
 	s.route("POST /v1/tokens", s.createToken)
 	s.route("DELETE /v1/tokens/{name}", s.revokeToken)

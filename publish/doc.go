@@ -1,8 +1,10 @@
 // Package publish holds the workflows between a built tree and the world, as a library
 // the armor command calls:
 //
-//   - Push: upload what the store lacks of a release (UploadMissing, guided by the record
-//     of what the last push put there), then Record it in controld and activate it.
+//   - Push: check first that controld would take the release (Preflight: controld
+//     answers, knows the token, the token may push there, the repository exists), upload
+//     what the store lacks of it (UploadMissing, guided by the record of what the last
+//     push put there), then Record it in controld and activate it.
 //   - Record: hand a release already in the store to controld, activating it on its
 //     parent only (compare-and-swap on the release it was built on, so a release never
 //     replaces one it does not contain); Activate: activate a recorded release, named by

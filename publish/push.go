@@ -36,7 +36,8 @@ type PushOptions struct {
 	Progress func(UploadProgress)
 
 	// Controld, if set, is where the release is recorded once all its objects are in the
-	// store. Without it the release is pushed to the store only.
+	// store; Push checks it (Preflight) before it asks the store anything. Without it the
+	// release is pushed to the store only.
 	Controld *Controld
 }
 
@@ -47,9 +48,11 @@ type Controld struct {
 	// Activate also activates the release, on its parent only: if the active release is
 	// no longer the one it was built on, nothing is activated (see Record).
 	Activate bool
-	// Client returns controld's client. Push calls it only once the release is in the
-	// store, so an error it returns (such as a missing token) leaves the upload done.
+	// Client returns controld's client. Push calls it first, before it opens the store, so
+	// an error it returns (such as a missing token) stops the push with nothing uploaded.
 	Client func() (*client.Client, error)
+	// TokenSource says where the client's token came from ("$ARMOR_TOKEN"), for errors.
+	TokenSource string
 }
 
 // PushResult says what a Push did.
@@ -75,6 +78,11 @@ type PushResult struct {
 // the whole release), then records that manifest as pushed. Killed at any point and run
 // again, it finishes the job.
 //
+// With Controld, Push first checks that controld would take the release (Preflight: it
+// answers, knows the token, the token may push and, to activate, activate, and the
+// repository exists); if not, it returns that error having asked the store nothing. A
+// dry run checks too, so it previews the push it stands for.
+//
 // It returns a nil result with an error that stops it before everything is in the
 // store, and the result so far with an error after that.
 func Push(ctx context.Context, o PushOptions) (*PushResult, error) {
@@ -88,6 +96,15 @@ func Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	mdata, m, err := readManifest(o.Manifest)
 	if err != nil {
 		return nil, err
+	}
+	var c *client.Client
+	if o.Controld != nil {
+		if c, err = o.Controld.Client(); err != nil {
+			return nil, err
+		}
+		if _, err := Preflight(ctx, c, o.Controld); err != nil {
+			return nil, err
+		}
 	}
 	s := o.Store
 	if s == nil {
@@ -110,7 +127,7 @@ func Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if o.Controld == nil {
 		return res, nil
 	}
-	if err := record(ctx, o.Controld, m, res); err != nil {
+	if err := record(ctx, c, o.Controld, m, res); err != nil {
 		return res, err
 	}
 	res.Elapsed = time.Since(start)
@@ -168,12 +185,8 @@ func (s *UploadStats) add(o UploadStats) {
 }
 
 // record hands the pushed release to controld.
-func record(ctx context.Context, o *Controld, m *manifest.Manifest, res *PushResult) error {
+func record(ctx context.Context, c *client.Client, o *Controld, m *manifest.Manifest, res *PushResult) error {
 	res.Controld = o.URL
-	c, err := o.Client()
-	if err != nil {
-		return err
-	}
 	activated, err := Record(ctx, c, RecordOptions{
 		URL: o.URL, Repo: o.Repo, Release: m.ID, Parent: m.Parent, Manifest: res.Manifest, Activate: o.Activate,
 	})

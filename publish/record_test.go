@@ -9,6 +9,8 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -154,30 +156,113 @@ func TestPushRecordActivate(t *testing.T) {
 	}
 }
 
-// TestPushControldClientLast: the controld client is asked for only once the release is
-// in the store, and never in a dry run.
-func TestPushControldClientLast(t *testing.T) {
+// TestPushChecksControldFirst: before it asks the store anything (and in a dry run too),
+// a push recorded in controld fails on a missing token, a controld that does not answer,
+// a token controld refuses, a token that may not push or activate on the repository, and
+// an unknown repository, each with an error that says which; with the right token it
+// pushes, and a push-only token records a draft.
+func TestPushChecksControldFirst(t *testing.T) {
 	t.Parallel()
-	s := store.NewMemory()
-	p := newPushProject(t, "")
-	errNoToken := errors.New("no token")
-	calls := 0
-	o := p.options(s, 2)
-	o.Controld = &publish.Controld{URL: "http://controld.invalid", Repo: "test", Activate: true,
-		Client: func() (*client.Client, error) { calls++; return nil, errNoToken }}
+	ctx := context.Background()
+	mem := store.NewMemory()
+	c, url := newControld(t, mem)
+	secret := func(name string, repos []string, actions ...string) *client.Client {
+		t.Helper()
+		out, err := c.CreateToken(ctx, name, repos, actions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return client.New(url, out.Secret, nil)
+	}
+	revoked := secret("old", []string{"test"}, "push", "activate")
+	if _, err := c.RevokeToken(ctx, "old"); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadURL := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	errNoToken := errors.New("no controld token")
+	pushOnly := secret("ci", []string{"test"}, "push")
 
-	o.DryRun = true
-	if _, err := publish.Push(context.Background(), o); err != nil || calls != 0 {
-		t.Fatalf("dry run: %v, %d client calls", err, calls)
+	tests := []struct {
+		name     string
+		url      string
+		client   func() (*client.Client, error)
+		repo     string
+		activate bool
+		is       error
+		want     []string
+	}{
+		{"no token", url, func() (*client.Client, error) { return nil, errNoToken }, "test", true, errNoToken, nil},
+		{"controld down", deadURL, nil, "test", true, publish.ErrControldUnreachable,
+			[]string{"controld " + deadURL + " does not answer", "check that controld runs there"}},
+		{"not controld", notControld(t), nil, "test", true, publish.ErrControldUnreachable,
+			[]string{"does not answer GET /v1/token"}},
+		{"unknown token", url, constClient(client.New(url, "armor_not-a-token", nil)), "test", true, publish.ErrTokenRefused,
+			[]string{"controld " + url + " refuses the token (from $TEST_TOKEN)", "unknown there or revoked"}},
+		{"revoked token", url, constClient(revoked), "test", true, publish.ErrTokenRefused,
+			[]string{"refuses the token", "revoked"}},
+		{"other repository", url, constClient(secret("other", []string{"elsewhere"}, "push", "activate")), "test", true, publish.ErrTokenScope,
+			[]string{"token other (from $TEST_TOKEN) may not push to repository test", "scoped to elsewhere", "--for test --action push --action activate"}},
+		{"read only", url, constClient(secret("edge", []string{"*"}, "read")), "test", true, publish.ErrTokenScope,
+			[]string{"token edge (from $TEST_TOKEN) may not push on repository test (it may read)"}},
+		{"push may not activate", url, constClient(pushOnly), "test", true, publish.ErrTokenScope,
+			[]string{"token ci (from $TEST_TOKEN) may not activate on repository test (it may push)", "--no-activate"}},
+		{"unknown repository", url, constClient(c), "nope", true, publish.ErrUnknownRepository,
+			[]string{"controld " + url + " has no repository nope", "armor repos create"}},
 	}
-	o.DryRun = false
-	res, err := publish.Push(context.Background(), o)
-	if !errors.Is(err, errNoToken) || res == nil || res.Recorded || res.Controld != o.Controld.URL {
-		t.Fatalf("push without a token = %+v, %v", res, err)
+	p := newPushProject(t, "")
+	for _, tc := range tests {
+		for _, dry := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/dry=%v", tc.name, dry), func(t *testing.T) {
+				cl := tc.client
+				if cl == nil {
+					cl = constClient(client.New(tc.url, "armor_x", nil))
+				}
+				s := store.NewCounting(store.NewMemory())
+				o := p.options(s, 2)
+				o.DryRun = dry
+				o.Controld = &publish.Controld{URL: tc.url, Repo: tc.repo, Activate: tc.activate, Client: cl, TokenSource: "$TEST_TOKEN"}
+				res, err := publish.Push(ctx, o)
+				if !errors.Is(err, tc.is) || res != nil {
+					t.Fatalf("push = %+v, %v\nwant no result and an error matching %v", res, err, tc.is)
+				}
+				for _, w := range tc.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("the error lacks %q:\n%v", w, err)
+					}
+				}
+				if n := s.Counts(); n.Requests() != 0 {
+					t.Errorf("the store was asked before controld was checked: %+v", n)
+				}
+				if st, _ := filepath.Glob(filepath.Join(p.cache(), "pushed-*")); len(st) != 0 {
+					t.Errorf("a refused push wrote the pushed state %v", st)
+				}
+			})
+		}
 	}
-	if ok, err := s.Has(context.Background(), res.Manifest); !ok || err != nil {
-		t.Errorf("the store lacks the manifest of a push that failed at controld (%v, %v)", ok, err)
+
+	// The push-only token, not activating, records a draft.
+	o := p.options(mem, 2)
+	o.Controld = &publish.Controld{URL: url, Repo: "test", Client: constClient(pushOnly)}
+	res, err := publish.Push(ctx, o)
+	if err != nil || !res.Recorded || res.Activated {
+		t.Fatalf("push with a push-only token, not activating = %+v, %v", res, err)
 	}
+}
+
+func constClient(c *client.Client) func() (*client.Client, error) {
+	return func() (*client.Client, error) { return c, nil }
+}
+
+// notControld is an HTTP server that is not controld: it answers 404 to everything.
+func notControld(t *testing.T) string {
+	hs := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(hs.Close)
+	return hs.URL
 }
 
 // TestRepublish: a rollback re-signs the previous release's content as a new release on

@@ -237,6 +237,14 @@ func (c *Client) CreateToken(ctx context.Context, name string, repositories, act
 	return &out, c.do(ctx, http.MethodPost, "/v1/tokens", req, &out)
 }
 
+// Token returns the client's own token: its name, repositories and actions (never its
+// secret). It changes nothing, and any valid token may ask; an unknown or revoked token
+// is an *APIError matching ErrUnauthorized.
+func (c *Client) Token(ctx context.Context) (*api.Token, error) {
+	var out api.Token
+	return &out, c.do(ctx, http.MethodGet, "/v1/token", nil, &out)
+}
+
 // Tokens lists the tokens within the caller's scope (admin).
 func (c *Client) Tokens(ctx context.Context) ([]api.Token, error) {
 	var out []api.Token
