@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/armor-apt/armor/cli/config"
+	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/armor-apt/armor/manifest"
 )
@@ -781,5 +783,56 @@ func TestUsageErrors(t *testing.T) {
 	}
 	if out := armorOK(t, "version"); !strings.HasPrefix(out, "armor ") {
 		t.Errorf("version: %q", out)
+	}
+}
+
+// TestReleasesListNewestFirst pushes three releases, one on another, and checks that
+// armor releases list shows them newest first (as its help says), in text and in
+// --json, with the active one marked.
+func TestReleasesListNewestFirst(t *testing.T) {
+	isolate(t)
+	site := newControldSite(t)
+	p := site.project(t)
+	armorOK(t, "-c", p.cfg, "repos", "create")
+	var pushed []string // oldest first
+	for i, add := range [][]string{nil, {"alpha"}, {"beta"}} {
+		if i > 0 {
+			p.add(t, add...)
+		}
+		armorOK(t, "-c", p.cfg, "push")
+		pushed = append(pushed, loadManifest(t, p.manifestPath()).ID)
+	}
+	want := slices.Clone(pushed)
+	slices.Reverse(want)
+
+	var rels []api.Release
+	if err := json.Unmarshal([]byte(armorOK(t, "--json", "-c", p.cfg, "releases", "list")), &rels); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rels {
+		got = append(got, r.ID)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("releases list --json: got\n%q\nwant newest first\n%q", got, want)
+	}
+
+	lines := strings.Split(strings.TrimSpace(armorOK(t, "-c", p.cfg, "releases", "list")), "\n")
+	got = got[:0]
+	for _, line := range lines[1:] {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == "*" {
+			f = f[1:]
+			if f[0] != short(want[0]) {
+				t.Errorf("releases list marks %s active, want %s:\n%s", f[0], short(want[0]), strings.Join(lines, "\n"))
+			}
+		}
+		got = append(got, f[0])
+	}
+	for i := range want {
+		want[i] = short(want[i])
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("releases list: got\n%q\nwant newest first\n%q\n%s", got, want, strings.Join(lines, "\n"))
 	}
 }
