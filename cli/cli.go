@@ -14,13 +14,12 @@ import (
 	"github.com/armor-apt/armor/publish"
 )
 
-// Version is set at link time.
-var Version = "dev"
-
 // Globals are flags every command takes.
 type Globals struct {
 	Config string `short:"c" help:"Path of armor.toml." default:"armor.toml" type:"path" env:"ARMOR_CONFIG"`
 	JSON   bool   `help:"Print machine-readable JSON instead of text."`
+
+	ShowVersion kong.VersionFlag `name:"version" help:"Print the version and commit, and exit."`
 
 	ctx    context.Context
 	stdout io.Writer
@@ -77,6 +76,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	parser, err := kong.New(&c,
 		kong.Name("armor"),
 		kong.Description("armor publishes Debian (APT) repositories: armor build && armor push."),
+		kong.Vars{"version": currentVersion().String()},
 		kong.UsageOnError(),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { panic(kongExit(code)) }),
@@ -133,13 +133,4 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// VersionCmd prints the version.
-type VersionCmd struct{}
-
-// Run prints the version.
-func (VersionCmd) Run(g *Globals) error {
-	_, err := fmt.Fprintln(g.stdout, "armor", Version)
-	return err
 }

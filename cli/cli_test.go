@@ -836,3 +836,59 @@ func TestReleasesListNewestFirst(t *testing.T) {
 		t.Errorf("releases list: got\n%q\nwant newest first\n%q\n%s", got, want, strings.Join(lines, "\n"))
 	}
 }
+
+// versionBinary is the binary the version test reads: $ARMOR_BIN (bin/armor after make
+// build), or one built by the Makefile, which is how a commit gets into it.
+func versionBinary(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("ARMOR_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(t.TempDir(), "armor")
+	if out, err := exec.Command(needTool(t, "make"), "-C", "..", "build", "ARMOR="+bin).CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestVersion: armor version and armor --version print the module version and the
+// commit the binary was built from (HEAD of this checkout), and --json the same fields.
+func TestVersion(t *testing.T) {
+	bin := versionBinary(t)
+	commit := "unknown"
+	if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+		commit = strings.TrimSpace(string(out))
+	}
+	var lines []string
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		r, err := runBinary(bin, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.code != exitOK {
+			t.Fatalf("armor %s: %s", args[0], r)
+		}
+		lines = append(lines, r.stdout)
+	}
+	if lines[0] != lines[1] {
+		t.Errorf("armor version and armor --version differ:\n%s%s", lines[0], lines[1])
+	}
+	r, err := runBinary(bin, "--json", "version")
+	if err != nil || r.code != exitOK {
+		t.Fatalf("armor --json version: %v %s", err, r)
+	}
+	var v buildVersion
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+		t.Fatalf("armor --json version: %v\n%s", err, r.stdout)
+	}
+	if v.Version == "" || v.Commit == "" && commit != "unknown" || v.Commit != "" && v.Commit != commit {
+		t.Errorf("armor --json version: %+v, want a version and commit %s (is $ARMOR_BIN built from this checkout? make build)", v, commit)
+	}
+	want := "armor " + v.Version + ", commit " + commit
+	if v.Modified {
+		want += " (modified)"
+	}
+	if !strings.HasPrefix(lines[0], want+", go") {
+		t.Errorf("armor version: %q, want it to start %q", lines[0], want)
+	}
+}
