@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/alecthomas/kong"
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/internal/testkit/synth"
@@ -837,6 +838,33 @@ func TestReleasesListNewestFirst(t *testing.T) {
 	}
 }
 
+// TestNoArgumentsPrintsHelp: a bare armor prints the help, exit codes included, on
+// standard output with status 0 (as restic does), like armor --help.
+func TestNoArgumentsPrintsHelp(t *testing.T) {
+	isolate(t)
+	bare := armor(t)
+	help := armor(t, "--help")
+	for _, r := range []result{bare, help} {
+		if r.code != exitOK || r.stderr != "" {
+			t.Fatalf("want the help and exit 0, got %s", r)
+		}
+	}
+	if bare.stdout != help.stdout {
+		t.Errorf("armor prints other than armor --help:\n%s\n---\n%s", bare.stdout, help.stdout)
+	}
+	for _, want := range []string{"Usage: armor <command>", "Commands:", "releases list",
+		"Exit status: 0 success; 1 error; 2 usage error",
+		"3 a push refused because the release it was built on is no longer the active one",
+		`{"error": "...", "exit_code": N}`} {
+		if !strings.Contains(strings.Join(strings.Fields(help.stdout), " "), want) {
+			t.Errorf("armor --help lacks %q:\n%s", want, help.stdout)
+		}
+	}
+	if kongCode(kongUsage) != exitUsage {
+		t.Errorf("kong's usage exit %d maps to %d, want %d", kongUsage, kongCode(kongUsage), exitUsage)
+	}
+}
+
 // versionBinary is the binary the version test reads: $ARMOR_BIN (bin/armor after make
 // build), or one built by the Makefile, which is how a commit gets into it.
 func versionBinary(t *testing.T) string {
@@ -891,4 +919,75 @@ func TestVersion(t *testing.T) {
 	if !strings.HasPrefix(lines[0], want+", go") {
 		t.Errorf("armor version: %q, want it to start %q", lines[0], want)
 	}
+}
+
+// TestJSONErrors: under --json, whatever fails (a usage error under any command, a
+// command's own error, a refused push) prints one JSON object on standard error with
+// the message and the exit code, and nothing else there.
+func TestJSONErrors(t *testing.T) {
+	isolate(t)
+	missing := filepath.Join(t.TempDir(), "armor.toml")
+	type errCase struct {
+		name string
+		args []string
+		code int
+		want string
+	}
+	cases := []errCase{
+		{"unknown command", []string{"--json", "publish"}, exitUsage, "unexpected argument publish"},
+		{"--json=true after the error", []string{"frobnicate", "--json=true"}, exitUsage, "frobnicate"},
+		{"usage error from a command", []string{"--json", "verify", "http://127.0.0.1:1/", "--keyring", eddsaKeyring}, exitUsage, "--suite"},
+		{"command error", []string{"--json", "-c", missing, "build"}, exitFailure, missing},
+		{"controld command error", []string{"--json", "-c", missing, "releases", "list"}, exitFailure, missing},
+	}
+	// Every command, with a flag none of them takes.
+	var c CLI
+	parser, err := kong.New(&c, kong.Name("armor"), kong.Exit(func(int) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range parser.Model.Leaves(false) {
+		args := append(strings.Fields(n.Path()), "--no-such-flag", "--json")
+		cases = append(cases, errCase{"usage " + n.Path(), args, exitUsage, "--no-such-flag"})
+	}
+	check := func(t *testing.T, r result, code int, want string) {
+		t.Helper()
+		if r.code != code {
+			t.Fatalf("want exit %d, got %s", code, r)
+		}
+		dec := json.NewDecoder(strings.NewReader(r.stderr))
+		dec.DisallowUnknownFields()
+		var e errorJSON
+		if err := dec.Decode(&e); err != nil {
+			t.Fatalf("stderr is not a JSON error (%v): %s", err, r)
+		}
+		if dec.More() {
+			t.Errorf("stderr holds more than one JSON object: %s", r)
+		}
+		if e.ExitCode != code || !strings.Contains(e.Error, want) {
+			t.Errorf("JSON error %+v: want exit_code %d and an error naming %q", e, code, want)
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			check(t, armor(t, tc.args...), tc.code, tc.want)
+		})
+	}
+
+	t.Run("push refused on a stale parent", func(t *testing.T) {
+		site := newControldSite(t)
+		base := site.project(t)
+		armorOK(t, "-c", base.cfg, "repos", "create")
+		armorOK(t, "-c", base.cfg, "push")
+		x, y := base.clone(t), base.clone(t)
+		x.add(t, "alpha")
+		y.add(t, "beta")
+		armorOK(t, "-c", x.cfg, "push")
+		r := armor(t, "--json", "-c", y.cfg, "push")
+		check(t, r, exitStaleParent, "rebuild on the active release")
+		var out pushResult
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Outcome != outcomeStaleParent {
+			t.Errorf("stdout is not push's own result (%v): %s", err, r)
+		}
+	})
 }
