@@ -19,8 +19,18 @@ deps:
 
 build: $(ARMOR)
 
+# armor version prints the module version and the commit. cmd/go stamps them (vcs.revision,
+# vcs.modified; -trimpath keeps them) only with -buildvcs on and when .git is a directory,
+# so not in a git worktree: the linker flags give the same from git as a fallback.
+GIT_COMMIT   := $(shell git rev-parse HEAD 2>/dev/null)
+GIT_MODIFIED := $(shell if [ -n "$$(git status --porcelain 2>/dev/null)" ]; then echo true; else echo false; fi)
+GIT_VERSION  := $(shell git describe --tags --dirty 2>/dev/null)
+VERSION_LDFLAGS := -X github.com/armor-apt/armor/cli.linkCommit=$(GIT_COMMIT) \
+	-X github.com/armor-apt/armor/cli.linkModified=$(GIT_MODIFIED) \
+	-X github.com/armor-apt/armor/cli.linkVersion=$(GIT_VERSION)
+
 $(ARMOR): FORCE
-	$(GO) build -trimpath -o $(ARMOR) ./cli/armor
+	$(GO) build -trimpath -buildvcs=auto -ldflags '$(VERSION_LDFLAGS)' -o $(ARMOR) ./cli/armor
 
 # A real S3 server for the store tests: rclone's own `serve s3`, built from its Go module
 # with the local backend only, so it builds in a fraction of rclone's full time.

@@ -8,19 +8,19 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/alecthomas/kong"
 	"github.com/armor-apt/armor/publish"
 )
 
-// Version is set at link time.
-var Version = "dev"
-
 // Globals are flags every command takes.
 type Globals struct {
-	Config string `short:"c" help:"Path of armor.toml." default:"armor.toml" type:"path" env:"ARMOR_CONFIG"`
-	JSON   bool   `help:"Print machine-readable JSON instead of text."`
+	Config      string           `short:"c" help:"Path of armor.toml." default:"armor.toml" type:"path" env:"ARMOR_CONFIG"`
+	JSON        bool             `help:"Print machine-readable JSON instead of text; an error is then a JSON object on standard error."`
+	ShowVersion kong.VersionFlag `name:"version" help:"Print the version and commit, and exit."`
 
 	ctx    context.Context
 	stdout io.Writer
@@ -57,7 +57,7 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
-// Exit codes.
+// Exit codes, as description (armor --help) and the README document them.
 const (
 	exitOK      = 0
 	exitFailure = 1
@@ -68,7 +68,16 @@ const (
 	exitStaleParent = 3
 )
 
-// Main runs armor with args and returns the process exit code.
+// description heads armor --help; it documents the exit status and the --json errors.
+var description = fmt.Sprintf(`armor publishes Debian (APT) repositories: armor build && armor push.
+
+Exit status: %d success; %d error; %d usage error (unknown command or flag, missing or bad argument); %d a push refused because the release it was built on is no longer the active one (rebuild on the active release and push again).
+
+With --json, a command that fails prints one JSON object on standard error, {"error": "...", "exit_code": N}; standard output keeps only the command's own result.`,
+	exitOK, exitFailure, exitUsage, exitStaleParent)
+
+// Main runs armor with args and returns the process exit code. It is the one place that
+// turns an error into what the user sees and the exit code that follows.
 func Main(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -76,47 +85,104 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	c.ctx, c.stdout, c.stderr = ctx, stdout, stderr
 	parser, err := kong.New(&c,
 		kong.Name("armor"),
-		kong.Description("armor publishes Debian (APT) repositories: armor build && armor push."),
-		kong.UsageOnError(),
+		kong.Description(description),
+		kong.Vars{"version": currentVersion().String()},
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { panic(kongExit(code)) }),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 	)
 	if err != nil {
-		fmt.Fprintf(stderr, "armor: %v\n", err)
-		return exitFailure
+		return report(stderr, false, err)
 	}
-	code, done := func() (code int, done bool) {
-		defer func() {
-			if r := recover(); r != nil {
-				if k, ok := r.(kongExit); ok {
-					code, done = int(k), true
-					return
-				}
+	if len(args) == 0 {
+		// As restic (and every cobra program) does: a bare armor is a request for help,
+		// answered on standard output with status 0.
+		args = []string{"--help"}
+	}
+	err = run(parser, &c, args)
+	return report(stderr, c.JSON || wantsJSON(args), err)
+}
+
+// run parses args and runs the command. kong's own exits (--help, --version) come back
+// as a nil error, or an exitError with their code.
+func run(parser *kong.Kong, c *CLI, args []string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			k, ok := r.(kongExit)
+			if !ok {
 				panic(r)
 			}
-		}()
-		kctx, err := parser.Parse(args)
-		if err != nil {
-			fmt.Fprintf(stderr, "armor: %v\n", err)
-			return exitUsage, true
+			err = nil
+			if k != exitOK {
+				err = &exitError{kongCode(int(k)), fmt.Errorf("exit status %d", int(k))}
+			}
 		}
-		if err := kctx.Run(&c.Globals); err != nil {
-			return report(stderr, err), true
-		}
-		return exitOK, true
 	}()
-	if !done {
-		return exitFailure
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		// Every parse error is a usage error; kong would exit 80 for most of them.
+		return &exitError{exitUsage, err}
 	}
-	return code
+	return kctx.Run(&c.Globals)
 }
 
 type kongExit int
 
-// report prints err and returns the exit code it calls for.
-func report(stderr io.Writer, err error) int {
+// kongUsage is the status kong exits with on a usage error (kong's exitUsageError).
+const kongUsage = 80
+
+// kongCode maps a status kong chose onto armor's: its usage error is ours, 2.
+func kongCode(code int) int {
+	if code == kongUsage {
+		return exitUsage
+	}
+	return code
+}
+
+// wantsJSON reports whether args ask for --json, for errors that come before (or
+// instead of) kong setting Globals.JSON: a usage error still answers in JSON.
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if a == "--json" {
+			return true
+		}
+		if v, ok := strings.CutPrefix(a, "--json="); ok {
+			b, err := strconv.ParseBool(v)
+			return err == nil && b
+		}
+	}
+	return false
+}
+
+// errorJSON is what a failed command prints on standard error under --json.
+type errorJSON struct {
+	Error    string `json:"error"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// report prints err (as text, or as one JSON object when asJSON) on stderr and returns
+// the exit code it calls for: 0 for no error.
+func report(stderr io.Writer, asJSON bool, err error) int {
+	if err == nil {
+		return exitOK
+	}
+	code := exitCode(err)
+	if asJSON {
+		enc := json.NewEncoder(stderr)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(errorJSON{Error: err.Error(), ExitCode: code}) == nil {
+			return code
+		}
+	}
 	fmt.Fprintf(stderr, "armor: %v\n", err)
+	return code
+}
+
+// exitCode is the exit status err calls for.
+func exitCode(err error) int {
 	var ee *exitError
 	var stale *publish.StaleParentError
 	switch {
@@ -133,13 +199,4 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// VersionCmd prints the version.
-type VersionCmd struct{}
-
-// Run prints the version.
-func (VersionCmd) Run(g *Globals) error {
-	_, err := fmt.Fprintln(g.stdout, "armor", Version)
-	return err
 }

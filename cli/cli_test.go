@@ -11,11 +11,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/alecthomas/kong"
 	"github.com/armor-apt/armor/cli/config"
+	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/armor-apt/armor/manifest"
 )
@@ -815,4 +818,209 @@ func TestUsageErrors(t *testing.T) {
 	if out := armorOK(t, "version"); !strings.HasPrefix(out, "armor ") {
 		t.Errorf("version: %q", out)
 	}
+}
+
+// TestReleasesListNewestFirst pushes three releases, one on another, and checks that
+// armor releases list shows them newest first (as its help says), in text and in
+// --json, with the active one marked.
+func TestReleasesListNewestFirst(t *testing.T) {
+	isolate(t)
+	site := newControldSite(t)
+	p := site.project(t)
+	armorOK(t, "-c", p.cfg, "repos", "create")
+	var pushed []string // oldest first
+	for i, add := range [][]string{nil, {"alpha"}, {"beta"}} {
+		if i > 0 {
+			p.add(t, add...)
+		}
+		armorOK(t, "-c", p.cfg, "push")
+		pushed = append(pushed, loadManifest(t, p.manifestPath()).ID)
+	}
+	want := slices.Clone(pushed)
+	slices.Reverse(want)
+
+	var rels []api.Release
+	if err := json.Unmarshal([]byte(armorOK(t, "--json", "-c", p.cfg, "releases", "list")), &rels); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rels {
+		got = append(got, r.ID)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("releases list --json: got\n%q\nwant newest first\n%q", got, want)
+	}
+
+	lines := strings.Split(strings.TrimSpace(armorOK(t, "-c", p.cfg, "releases", "list")), "\n")
+	got = got[:0]
+	for _, line := range lines[1:] {
+		f := strings.Fields(line)
+		if len(f) > 0 && f[0] == "*" {
+			f = f[1:]
+			if f[0] != short(want[0]) {
+				t.Errorf("releases list marks %s active, want %s:\n%s", f[0], short(want[0]), strings.Join(lines, "\n"))
+			}
+		}
+		got = append(got, f[0])
+	}
+	for i := range want {
+		want[i] = short(want[i])
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("releases list: got\n%q\nwant newest first\n%q\n%s", got, want, strings.Join(lines, "\n"))
+	}
+}
+
+// TestNoArgumentsPrintsHelp: a bare armor prints the help, exit codes included, on
+// standard output with status 0 (as restic does), like armor --help.
+func TestNoArgumentsPrintsHelp(t *testing.T) {
+	isolate(t)
+	bare := armor(t)
+	help := armor(t, "--help")
+	for _, r := range []result{bare, help} {
+		if r.code != exitOK || r.stderr != "" {
+			t.Fatalf("want the help and exit 0, got %s", r)
+		}
+	}
+	if bare.stdout != help.stdout {
+		t.Errorf("armor prints other than armor --help:\n%s\n---\n%s", bare.stdout, help.stdout)
+	}
+	for _, want := range []string{"Usage: armor <command>", "Commands:", "releases list",
+		"Exit status: 0 success; 1 error; 2 usage error",
+		"3 a push refused because the release it was built on is no longer the active one",
+		`{"error": "...", "exit_code": N}`} {
+		if !strings.Contains(strings.Join(strings.Fields(help.stdout), " "), want) {
+			t.Errorf("armor --help lacks %q:\n%s", want, help.stdout)
+		}
+	}
+	if kongCode(kongUsage) != exitUsage {
+		t.Errorf("kong's usage exit %d maps to %d, want %d", kongUsage, kongCode(kongUsage), exitUsage)
+	}
+}
+
+// versionBinary is the binary the version test reads: $ARMOR_BIN (bin/armor after make
+// build), or one built by the Makefile, which is how a commit gets into it.
+func versionBinary(t *testing.T) string {
+	t.Helper()
+	if bin := os.Getenv("ARMOR_BIN"); bin != "" {
+		return bin
+	}
+	bin := filepath.Join(t.TempDir(), "armor")
+	if out, err := exec.Command(needTool(t, "make"), "-C", "..", "build", "ARMOR="+bin).CombinedOutput(); err != nil {
+		t.Fatalf("make build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestVersion: armor version and armor --version print the module version and the
+// commit the binary was built from (HEAD of this checkout), and --json the same fields.
+func TestVersion(t *testing.T) {
+	bin := versionBinary(t)
+	commit := "unknown"
+	if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+		commit = strings.TrimSpace(string(out))
+	}
+	var lines []string
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		r, err := runBinary(bin, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.code != exitOK {
+			t.Fatalf("armor %s: %s", args[0], r)
+		}
+		lines = append(lines, r.stdout)
+	}
+	if lines[0] != lines[1] {
+		t.Errorf("armor version and armor --version differ:\n%s%s", lines[0], lines[1])
+	}
+	r, err := runBinary(bin, "--json", "version")
+	if err != nil || r.code != exitOK {
+		t.Fatalf("armor --json version: %v %s", err, r)
+	}
+	var v buildVersion
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+		t.Fatalf("armor --json version: %v\n%s", err, r.stdout)
+	}
+	if v.Version == "" || v.Commit == "" && commit != "unknown" || v.Commit != "" && v.Commit != commit {
+		t.Errorf("armor --json version: %+v, want a version and commit %s (is $ARMOR_BIN built from this checkout? make build)", v, commit)
+	}
+	want := "armor " + v.Version + ", commit " + commit
+	if v.Modified {
+		want += " (modified)"
+	}
+	if !strings.HasPrefix(lines[0], want+", go") {
+		t.Errorf("armor version: %q, want it to start %q", lines[0], want)
+	}
+}
+
+// TestJSONErrors: under --json, whatever fails (a usage error under any command, a
+// command's own error, a refused push) prints one JSON object on standard error with
+// the message and the exit code, and nothing else there.
+func TestJSONErrors(t *testing.T) {
+	isolate(t)
+	missing := filepath.Join(t.TempDir(), "armor.toml")
+	type errCase struct {
+		name string
+		args []string
+		code int
+		want string
+	}
+	cases := []errCase{
+		{"unknown command", []string{"--json", "publish"}, exitUsage, "unexpected argument publish"},
+		{"--json=true after the error", []string{"frobnicate", "--json=true"}, exitUsage, "frobnicate"},
+		{"usage error from a command", []string{"--json", "verify", "http://127.0.0.1:1/", "--keyring", eddsaKeyring}, exitUsage, "--suite"},
+		{"command error", []string{"--json", "-c", missing, "build"}, exitFailure, missing},
+		{"controld command error", []string{"--json", "-c", missing, "releases", "list"}, exitFailure, missing},
+	}
+	// Every command, with a flag none of them takes.
+	var c CLI
+	parser, err := kong.New(&c, kong.Name("armor"), kong.Exit(func(int) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range parser.Model.Leaves(false) {
+		args := append(strings.Fields(n.Path()), "--no-such-flag", "--json")
+		cases = append(cases, errCase{"usage " + n.Path(), args, exitUsage, "--no-such-flag"})
+	}
+	check := func(t *testing.T, r result, code int, want string) {
+		t.Helper()
+		if r.code != code {
+			t.Fatalf("want exit %d, got %s", code, r)
+		}
+		dec := json.NewDecoder(strings.NewReader(r.stderr))
+		dec.DisallowUnknownFields()
+		var e errorJSON
+		if err := dec.Decode(&e); err != nil {
+			t.Fatalf("stderr is not a JSON error (%v): %s", err, r)
+		}
+		if dec.More() {
+			t.Errorf("stderr holds more than one JSON object: %s", r)
+		}
+		if e.ExitCode != code || !strings.Contains(e.Error, want) {
+			t.Errorf("JSON error %+v: want exit_code %d and an error naming %q", e, code, want)
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			check(t, armor(t, tc.args...), tc.code, tc.want)
+		})
+	}
+
+	t.Run("push refused on a stale parent", func(t *testing.T) {
+		site := newControldSite(t)
+		base := site.project(t)
+		armorOK(t, "-c", base.cfg, "repos", "create")
+		armorOK(t, "-c", base.cfg, "push")
+		x, y := base.clone(t), base.clone(t)
+		x.add(t, "alpha")
+		y.add(t, "beta")
+		armorOK(t, "-c", x.cfg, "push")
+		r := armor(t, "--json", "-c", y.cfg, "push")
+		check(t, r, exitStaleParent, "rebuild on the active release")
+		var out pushResult
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Outcome != outcomeStaleParent {
+			t.Errorf("stdout is not push's own result (%v): %s", err, r)
+		}
+	})
 }

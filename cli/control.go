@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -145,6 +146,9 @@ func (c *ReleasesListCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
+	// controld lists releases in the order it recorded them, oldest first; a person
+	// (and a script taking the first entry) wants the latest first.
+	slices.Reverse(rels)
 	st, err := cl.Status(g.ctx, repo)
 	if err != nil {
 		return err
