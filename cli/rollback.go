@@ -45,7 +45,7 @@ func (c *RollbackCmd) Run(g *Globals) error {
 	if err != nil {
 		return fmt.Errorf("%w (a re-signed rollback needs armor.toml for the key and the store; --pointer-only does not)", err)
 	}
-	a, err := republish(g.ctx, cfg, cl, repo, st)
+	a, err := republish(g.ctx, cfg, c.url(cfg), cl, repo, st)
 	if err != nil {
 		return err
 	}
@@ -54,13 +54,13 @@ func (c *RollbackCmd) Run(g *Globals) error {
 
 // republish maps armor.toml onto publish.Republish: the store, the signing key and the
 // cache that stages the re-signed files.
-func republish(ctx context.Context, cfg *config.File, cl *client.Client, repo string, st *api.Status) (*api.Activation, error) {
+func republish(ctx context.Context, cfg *config.File, url string, cl *client.Client, repo string, st *api.Status) (*api.Activation, error) {
 	cas, err := openStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	return publish.Republish(ctx, publish.RepublishOptions{
-		Client: cl, URL: cfg.Controld.URL, Repo: repo, Status: st, Store: cas,
+		Client: cl, URL: url, Repo: repo, Status: st, Store: cas,
 		Key:   func() (*sign.Key, error) { return signingKey(cfg) },
 		Hash:  signHash(cfg),
 		Cache: cfg.Resolve(cfg.Output.Cache),
