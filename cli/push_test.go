@@ -310,6 +310,24 @@ func TestPushWithoutStore(t *testing.T) {
 // TestBuildAndPushLock: a build does not start while another build or a push holds the
 // repository's lock, nor a push during a build; each names the lock file and leaves the
 // manifest and the tree as they were. Pushes share the lock.
+// lockSoon takes the lock, retrying for a second: a lock just released can stay held for
+// a moment by a child another parallel test is forking, which holds a copy of every
+// descriptor until it execs (close-on-exec closes them only then).
+func lockSoon(t *testing.T, cache string, exclusive bool) func() {
+	t.Helper()
+	deadline := time.Now().Add(time.Second)
+	for {
+		unlock, err := lockfile.Lock(cache, exclusive)
+		if err == nil {
+			return unlock
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func TestBuildAndPushLock(t *testing.T) {
 	t.Parallel()
 	p := newPushProject(t, filepath.Join(t.TempDir(), "store"))
@@ -341,10 +359,7 @@ func TestBuildAndPushLock(t *testing.T) {
 	unlock()
 
 	// As while a push runs: another push may run, a build may not.
-	unlock, err = lockfile.Lock(cache, false)
-	if err != nil {
-		t.Fatal(err)
-	}
+	unlock = lockSoon(t, cache, false)
 	armorFails(t, 1, want, "-c", p.cfg, "build", "--resign")
 	if _, err := runPush(context.Background(), p.cfg, pushOptions{Store: p.openStore(t), Jobs: 2, StoreOnly: true}); err != nil {
 		t.Errorf("push beside another push: %v", err)
