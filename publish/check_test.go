@@ -308,3 +308,50 @@ func TestCheckLocalManifest(t *testing.T) {
 		line(publish.ProblemMissing, res.Manifest, rel.LocalSize, 0, use(res.Release, publish.ManifestPath)),
 		line(publish.ProblemMissing, gone.SHA256, gone.Size, 0, use(res.Release, gone.Path)))
 }
+
+// TestReleasesToCheck: every recorded release by default, a draft included; only the
+// active and retained ones when served only; one by a prefix of its id; an unknown
+// prefix is an error naming it.
+func TestReleasesToCheck(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := store.NewMemory()
+	c, url := newControld(t, s)
+	p := newPushProject(t, "")
+	r1 := pushTo(t, p, s, c, url, true)
+	p.add(t, "draft")
+	r2 := pushTo(t, p, s, c, url, false)
+	ids := func(rels []publish.CheckRelease) []string {
+		var out []string
+		for _, r := range rels {
+			out = append(out, r.ID+"/"+r.Manifest)
+		}
+		return out
+	}
+	one, two := r1.Release+"/"+r1.Manifest, r2.Release+"/"+r2.Manifest
+	cases := []struct {
+		name   string
+		id     string
+		served bool
+		want   []string
+	}{
+		{"all", "", false, []string{one, two}},
+		{"served", "", true, []string{one}},
+		{"one by prefix", r2.Release[:10], false, []string{two}},
+		{"one by prefix, served ignored", r2.Release[:10], true, []string{two}},
+	}
+	for _, tc := range cases {
+		rels, err := publish.ReleasesToCheck(ctx, c, "test", tc.id, tc.served)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if got := ids(rels); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	_, err := publish.ReleasesToCheck(ctx, c, "test", "zzzz", false)
+	if err == nil || !strings.Contains(err.Error(), `"zzzz" matches 0`) {
+		t.Errorf("unknown prefix: got %v, want an error saying \"zzzz\" matches 0 releases", err)
+	}
+}
