@@ -41,6 +41,7 @@ type CLI struct {
 	Activate ActivateCmd `cmd:"" help:"Make a recorded release the active one."`
 	Rollback RollbackCmd `cmd:"" help:"Re-activate the previously active release."`
 	Status   StatusCmd   `cmd:"" help:"Show what is active, since when, and who made it so."`
+	Store    StoreCmd    `cmd:"" help:"Check the object store: every object of the kept releases present and intact."`
 	Repos    ReposCmd    `cmd:"" help:"Create, show and list repositories in controld."`
 	Tokens   TokensCmd   `cmd:"" help:"Create, list and revoke controld tokens."`
 	Controld ControldCmd `cmd:"" help:"Run the control daemon."`
