@@ -13,6 +13,8 @@
 //     or by re-signing the previous release's content as a new release.
 //   - OpenStore, FetchObject and FetchManifest: reach the store and read an object or a
 //     manifest by hash, checked against it.
+//   - Check: find the objects of recorded releases that the store lacks or holds with
+//     another size or content (armor store check).
 //
 // It takes plain options (paths, an opened store or a remote, a controld client, a
 // signing key) and returns results; it never prints and never exits. Progress comes
