@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,42 +23,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/armor-apt/armor/cli/config"
-	"github.com/armor-apt/armor/controld"
 	"github.com/armor-apt/armor/controld/client"
-	"github.com/armor-apt/armor/controld/state/bolt"
 	"github.com/armor-apt/armor/internal/lockfile"
+	"github.com/armor-apt/armor/internal/testkit/controldtest"
 	"github.com/armor-apt/armor/internal/testkit/s3test"
 	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/store"
 	"github.com/armor-apt/armor/store/storetest"
 )
-
-// storeKind makes a fresh, empty store of one kind for a test.
-type storeKind struct {
-	name string
-	// remote returns the rclone remote of a new empty store.
-	remote func(t *testing.T) string
-}
-
-// storeKinds are the stores every push test runs against: a local directory, and a
-// bucket on a real S3 server started for the calling test.
-func storeKinds(t *testing.T) []storeKind {
-	t.Helper()
-	srv := s3test.Start(t)
-	var buckets atomic.Int64
-	return []storeKind{
-		{"local", func(t *testing.T) string { return filepath.Join(t.TempDir(), "store") }},
-		{"s3", func(t *testing.T) string {
-			return srv.Remote(fmt.Sprintf("bucket%d", buckets.Add(1)), "armor/releases")
-		}},
-	}
-}
 
 // pushProject is a built project and the store it pushes to.
 type pushProject struct {
@@ -123,12 +99,12 @@ func TestPushRefusesTamperedTree(t *testing.T) {
 		{"truncated", func(d []byte) []byte { return d[:len(d)-1] }, "bytes, the manifest says"},
 		{"grown", func(d []byte) []byte { return append(slices.Clone(d), '\n') }, "bytes, the manifest says"},
 	}
-	for _, kind := range storeKinds(t) {
-		t.Run(kind.name, func(t *testing.T) {
+	for _, kind := range s3test.StoreKinds(t) {
+		t.Run(kind.Name, func(t *testing.T) {
 			for _, tc := range tampers {
 				t.Run(tc.name, func(t *testing.T) {
 					// A fresh store: an object already there is never read from the tree.
-					p := newPushProject(t, kind.remote(t))
+					p := newPushProject(t, kind.Remote(t))
 					m := loadManifest(t, p.manifestPath())
 					pkg := m.Packages[len(m.Packages)/2]
 					full := filepath.Join(p.tree(), filepath.FromSlash(pkg.Path))
@@ -152,7 +128,7 @@ func TestPushRefusesTamperedTree(t *testing.T) {
 					if state, _ := filepath.Glob(filepath.Join(p.dir, ".armor", "cache", "pushed-*.toml")); len(state) != 0 {
 						t.Errorf("a refused push wrote the pushed state %v", state)
 					}
-					if kind.name == "local" {
+					if kind.Name == "local" {
 						if tmp, _ := os.ReadDir(filepath.Join(p.remote, "tmp")); len(tmp) != 0 {
 							t.Errorf("the local store keeps %d temporary uploads", len(tmp))
 						}
@@ -177,9 +153,9 @@ func TestPushRefusesTamperedTree(t *testing.T) {
 // a push --store-only says the release is stored but not recorded.
 func TestPushDryRunAndStoreOnly(t *testing.T) {
 	t.Parallel()
-	for _, kind := range storeKinds(t) {
-		t.Run(kind.name, func(t *testing.T) {
-			p := newPushProject(t, kind.remote(t))
+	for _, kind := range s3test.StoreKinds(t) {
+		t.Run(kind.Name, func(t *testing.T) {
+			p := newPushProject(t, kind.Remote(t))
 			all := releaseObjects(t, p.manifestPath())
 			m := loadManifest(t, p.manifestPath())
 
@@ -417,33 +393,15 @@ func newControldSite(t *testing.T) controldSite {
 	t.Helper()
 	dir := t.TempDir()
 	site := controldSite{remote: filepath.Join(dir, "store"), tokenFile: filepath.Join(dir, "token")}
-	secret, err := controld.CreateToken(dir, "root", []string{"*"}, []string{"admin", "push", "activate", "read"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(site.tokenFile, []byte(secret+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	s, err := store.OpenRclone(context.Background(), site.remote)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := bolt.Open(filepath.Join(dir, controld.DBFile), &bolt.Options{NoSync: true})
-	if err != nil {
+	srv := controldtest.Start(t, s)
+	if err := os.WriteFile(site.tokenFile, []byte(srv.Secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := controld.NewServer(controld.Config{}, s, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		hs.Close()
-		st.Close()
-	})
-	site.url = hs.URL
-	site.client = client.New(hs.URL, secret, hs.Client())
+	site.url, site.client = srv.URL, srv.Client
 	return site
 }
 

@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -38,27 +37,6 @@ const (
 	testKey           = "../testdata/keys/eddsa.sec.asc" // fixed, not encrypted
 	testPackagesCount = 20
 )
-
-// storeKind makes a fresh, empty store of one kind for a test.
-type storeKind struct {
-	name string
-	// remote returns the rclone remote of a new empty store.
-	remote func(t *testing.T) string
-}
-
-// storeKinds are the stores every push test runs against: a local directory, and a
-// bucket on a real S3 server started for the calling test.
-func storeKinds(t *testing.T) []storeKind {
-	t.Helper()
-	srv := s3test.Start(t)
-	var buckets atomic.Int64
-	return []storeKind{
-		{"local", func(t *testing.T) string { return filepath.Join(t.TempDir(), "store") }},
-		{"s3", func(t *testing.T) string {
-			return srv.Remote(fmt.Sprintf("bucket%d", buckets.Add(1)), "armor/releases")
-		}},
-	}
-}
 
 // pushProject is a built repository, laid out as armor init lays it out, and the store
 // it pushes to.
@@ -241,9 +219,9 @@ func pathsOf(m *manifest.Manifest, sums map[string]bool) []string {
 // asks the store nothing); one added package uploads exactly the new objects.
 func TestPushIncremental(t *testing.T) {
 	t.Parallel()
-	for _, kind := range storeKinds(t) {
-		t.Run(kind.name, func(t *testing.T) {
-			p := newPushProject(t, kind.remote(t))
+	for _, kind := range s3test.StoreKinds(t) {
+		t.Run(kind.Name, func(t *testing.T) {
+			p := newPushProject(t, kind.Remote(t))
 			cas := p.openStore(t)
 			first := releaseObjects(t, p.manifestPath())
 
@@ -362,9 +340,9 @@ func cancelAfterPuts(s store.Store, n int64, cancel func()) *recorder {
 // uploads only what did not arrive.
 func TestPushResumes(t *testing.T) {
 	t.Parallel()
-	for _, kind := range storeKinds(t) {
-		t.Run(kind.name, func(t *testing.T) {
-			p := newPushProject(t, kind.remote(t))
+	for _, kind := range s3test.StoreKinds(t) {
+		t.Run(kind.Name, func(t *testing.T) {
+			p := newPushProject(t, kind.Remote(t))
 			cas := p.openStore(t)
 			all := releaseObjects(t, p.manifestPath())
 			const killAfter = 5
@@ -424,7 +402,7 @@ func TestPushResumes(t *testing.T) {
 				t.Errorf("resumed push uploaded %d, %d were present, of %d objects; result %+v", len(again), len(present), len(all), res)
 			}
 			storetest.CheckHolds(t, cas, all)
-			if kind.name == "local" {
+			if kind.Name == "local" {
 				if tmp, _ := os.ReadDir(filepath.Join(p.remote, "tmp")); len(tmp) != 0 {
 					t.Errorf("the local store keeps %d temporary uploads", len(tmp))
 				}

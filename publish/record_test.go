@@ -20,12 +20,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/armor-apt/armor/controld"
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/client"
-	"github.com/armor-apt/armor/controld/state/bolt"
 	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/internal/testkit/controldtest"
 	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/publish"
@@ -36,37 +35,19 @@ import (
 // with the test key registered, and returns a client with every right.
 func newControld(t *testing.T, s store.Store) (*client.Client, string) {
 	t.Helper()
-	dir := t.TempDir()
-	secret, err := controld.CreateToken(dir, "root", []string{"*"}, []string{"admin", "push", "activate", "read"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := bolt.Open(filepath.Join(dir, controld.DBFile), &bolt.Options{NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := controld.NewServer(controld.Config{}, s, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		hs.Close()
-		st.Close()
-	})
-	c := client.New(hs.URL, secret, hs.Client())
+	srv := controldtest.Start(t, s)
+	c := srv.Client
 	var pub bytes.Buffer
 	if err := loadTestKey(t).WritePublicArmored(&pub); err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.CreateRepo(context.Background(), api.CreateRepoRequest{
+	_, err := c.CreateRepo(context.Background(), api.CreateRepoRequest{
 		Name: "test", Hostnames: []string{"apt.armor.test"}, Keys: []string{pub.String()},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, hs.URL
+	return c, srv.URL
 }
 
 func loadTestKey(t *testing.T) *sign.Key {

@@ -26,6 +26,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -283,4 +284,25 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// StoreKind is one kind of fresh, empty store a test runs against.
+type StoreKind struct {
+	Name string
+	// Remote returns the rclone remote of a new empty store of this kind.
+	Remote func(t *testing.T) string
+}
+
+// StoreKinds are the stores a test of pushing or checking runs against: a local
+// directory, and a bucket on a real S3 server started for the calling test.
+func StoreKinds(t *testing.T) []StoreKind {
+	t.Helper()
+	srv := Start(t)
+	var buckets atomic.Int64
+	return []StoreKind{
+		{"local", func(t *testing.T) string { return filepath.Join(t.TempDir(), "store") }},
+		{"s3", func(t *testing.T) string {
+			return srv.Remote(fmt.Sprintf("bucket%d", buckets.Add(1)), "armor/releases")
+		}},
+	}
 }
