@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/alecthomas/kong"
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/controld"
 	"github.com/armor-apt/armor/edged"
@@ -234,4 +235,148 @@ func flagValue(words []string, flag string) string {
 		}
 	}
 	return ""
+}
+
+// readmeSection returns the lines of the README section titled title.
+func readmeSection(t *testing.T, title string) []string {
+	t.Helper()
+	data, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	in := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(line, "## ") {
+			in = line == "## "+title
+			continue
+		}
+		if in {
+			out = append(out, line)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("README.md has no section %q", title)
+	}
+	return out
+}
+
+// tokenActions are the actions controld requires of each command's token (controld's
+// allow calls; API.md's endpoint table). A command missing here still needs a row in
+// the README's table.
+var tokenActions = map[string][]string{
+	"repos create":  {"admin"},
+	"repos show":    {"read"},
+	"repos list":    {"read"},
+	"tokens create": {"admin"},
+	"tokens list":   {"admin"},
+	"tokens revoke": {"admin"},
+	"push":          {"activate", "push"},
+	"rollback":      {"activate", "push"},
+	"activate":      {"activate"},
+	"releases list": {"read"},
+	"status":        {"read"},
+	"edged":         {"read"},
+}
+
+var actionWord = regexp.MustCompile("`(read|push|activate|admin)`")
+
+// TestREADMETokens checks that the README's table in "Operating controld and edged"
+// says which token every command that talks to controld needs: each command with a
+// --controld flag (but init, which only writes the URL into armor.toml) and push.
+func TestREADMETokens(t *testing.T) {
+	table := map[string][]string{}
+	for _, line := range readmeSection(t, "Operating controld and edged") {
+		cells := strings.Split(line, "|")
+		if len(cells) < 4 || !strings.HasPrefix(line, "|") {
+			continue
+		}
+		actions := cells[2]
+		if i := strings.IndexAny(actions, "(:"); i >= 0 {
+			actions = actions[:i] // the rest qualifies: "(with --no-activate, push alone)"
+		}
+		var acts []string
+		for _, m := range actionWord.FindAllStringSubmatch(actions, -1) {
+			acts = append(acts, m[1])
+		}
+		slices.Sort(acts)
+		for _, m := range codeSpan.FindAllStringSubmatch(cells[1], -1) {
+			if cmd, ok := strings.CutPrefix(m[1], "armor "); ok {
+				table[cmd] = acts
+			}
+		}
+	}
+	var c CLI
+	p, err := newParser(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	need := []string{"push"}
+	var walk func(n *kong.Node)
+	walk = func(n *kong.Node) {
+		for _, ch := range n.Children {
+			walk(ch)
+		}
+		if len(n.Children) > 0 || n.Type != kong.CommandNode || n.Path() == "init" {
+			return
+		}
+		for _, f := range n.Flags {
+			if f.Name == "controld" && !slices.Contains(need, n.Path()) {
+				need = append(need, n.Path())
+			}
+		}
+	}
+	walk(p.Model.Node)
+	if len(need) < 8 {
+		t.Fatalf("found only %d commands that talk to controld: %v", len(need), need)
+	}
+	for _, cmd := range need {
+		got, ok := table[cmd]
+		want := tokenActions[cmd]
+		switch {
+		case !ok:
+			t.Errorf("README's token table does not say which token `armor %s` needs: add it to \"Operating controld and edged\"", cmd)
+		case len(got) == 0:
+			t.Errorf("README's token table names no action for `armor %s`", cmd)
+		case want != nil && !slices.Equal(got, want):
+			t.Errorf("README says `armor %s` needs %v, controld requires %v", cmd, got, want)
+		}
+	}
+}
+
+// TestREADMELocalEdge checks that the README says how armor init sets controld's URL and
+// how to try a local edge, at the addresses the templates use.
+func TestREADMELocalEdge(t *testing.T) {
+	tp := loadTemplates(t)
+	lines := readmeSection(t, "Operating controld and edged")
+	text := strings.Join(lines, "\n")
+	var initURL string
+	for _, line := range lines {
+		for _, m := range codeSpan.FindAllStringSubmatch(line, -1) {
+			if args := shellWords(m[1]); len(args) > 1 && args[0] == "armor" && args[1] == "init" {
+				initURL = flagValue(args, "--controld")
+			}
+		}
+	}
+	if initURL == "" {
+		t.Error("README does not show `armor init ... --controld URL` setting controld's URL")
+	} else {
+		checkControldURL(t, "README's armor init --controld", initURL, tp.controld)
+	}
+	curl := regexp.MustCompile(`curl -H 'Host: ([^']+)' http://([^/\s]+)/dists/`).FindStringSubmatch(text)
+	switch {
+	case curl == nil:
+		t.Error("README does not show curl -H 'Host: ...' http://EDGE/dists/... against a local edge")
+	case !slices.Contains(tp.armor["armor.toml"].Repository.Hostnames, curl[1]):
+		t.Errorf("README's curl asks for host %s, not a hostname of configs/armor.toml (%v)", curl[1], tp.armor["armor.toml"].Repository.Hostnames)
+	case curl[2] != tp.edged.Listen:
+		t.Errorf("README's curl reaches %s, edged.toml listens on %s", curl[2], tp.edged.Listen)
+	}
+	proxy := regexp.MustCompile(`Acquire::http::Proxy=http://([^/\s]+)/`).FindStringSubmatch(text)
+	switch {
+	case proxy == nil:
+		t.Error("README does not show apt's -o Acquire::http::Proxy=http://EDGE/ for a local edge")
+	case proxy[1] != tp.edged.Listen:
+		t.Errorf("README's apt proxy is %s, edged.toml listens on %s", proxy[1], tp.edged.Listen)
+	}
 }
