@@ -146,6 +146,7 @@ func TestConfigsS3Store(t *testing.T) {
 type unit struct {
 	settings map[string][]string // key -> values; commented-out settings too
 	installs map[string]string   // installed path -> source in the repository
+	comments []string            // the text of its comment lines
 }
 
 var installLine = regexp.MustCompile(`^install\s+(?:-m\s+\d+\s+)?(\S+)\s+(\S+)$`)
@@ -161,6 +162,9 @@ func readUnit(p string) (unit, error) {
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
 		body := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		if strings.HasPrefix(line, "#") {
+			u.comments = append(u.comments, body)
+		}
 		if m := installLine.FindStringSubmatch(body); m != nil {
 			u.installs[m[2]] = m[1]
 			continue
@@ -212,6 +216,9 @@ func TestConfigsUnits(t *testing.T) {
 		default:
 			t.Errorf("%s: runs armor %s, neither controld nor edged", name, daemon)
 			continue
+		}
+		if daemon == "edged" {
+			checkEdgeToken(t, name, u, tp.edged)
 		}
 		if dirs := u.settings["StateDirectory"]; !slices.Contains(dirs, strings.TrimPrefix(state, "/var/lib/")) {
 			t.Errorf("%s: StateDirectory %v, but %s.toml keeps its state in %s", name, dirs, daemon, state)
@@ -378,5 +385,49 @@ func TestREADMELocalEdge(t *testing.T) {
 		t.Error("README does not show apt's -o Acquire::http::Proxy=http://EDGE/ for a local edge")
 	case proxy[1] != tp.edged.Listen:
 		t.Errorf("README's apt proxy is %s, edged.toml listens on %s", proxy[1], tp.edged.Listen)
+	}
+}
+
+// checkEdgeToken checks that the edge unit's header puts the read-only token where
+// edged.toml makes edged look: its token_file, else $ARMOR_EDGE_TOKEN in the unit's
+// EnvironmentFile.
+func checkEdgeToken(t *testing.T, name string, u unit, cfg edged.Config) {
+	t.Helper()
+	want := cfg.TokenFile
+	if want == "" {
+		envs := u.settings["EnvironmentFile"]
+		if len(envs) != 1 {
+			t.Errorf("%s: edged.toml has no token_file, so the token must come from an EnvironmentFile; the unit has %v", name, envs)
+			return
+		}
+		want = edged.TokenEnv + "=<token> in " + strings.TrimPrefix(envs[0], "-")
+	}
+	for _, c := range u.comments {
+		if strings.Contains(c, want) {
+			return
+		}
+	}
+	t.Errorf("%s: the header does not say to put the read-only token where edged.toml makes edged read it: %q", name, want)
+}
+
+// TestConfigsTokenDataDir checks that every documented offline token command works on
+// the data directory controld.toml gives controld.
+func TestConfigsTokenDataDir(t *testing.T) {
+	tp := loadTemplates(t)
+	files := []string{"../README.md", "../configs/controld.toml", "../configs/armor-controld.service"}
+	found := 0
+	for _, file := range files {
+		for _, c := range docCommands(t, file) {
+			if len(c.args) < 2 || c.args[0] != "controld" || c.args[1] != "token" || !c.whole {
+				continue
+			}
+			found++
+			if dir := flagValue(c.args, "--data-dir"); dir != tp.controld.DataDir {
+				t.Errorf("%s: armor controld token --data-dir %q, but controld.toml's data_dir is %q", c.where, dir, tp.controld.DataDir)
+			}
+		}
+	}
+	if found < len(files) {
+		t.Errorf("found %d offline token commands in %v, want one in each", found, files)
 	}
 }
