@@ -14,7 +14,7 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatalf("configs/edged.toml: %v", err)
 	}
 	want := Defaults()
-	want.Controld = "http://127.0.0.1:8070"
+	want.Controld = "http://127.0.0.1:7380" // controld.toml's listen
 	want.Store = "/srv/armor/store"
 	if cfg != want {
 		t.Fatalf("configs/edged.toml gives\n%+v\nwant the defaults it documents\n%+v", cfg, want)
