@@ -84,13 +84,9 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	var c CLI
 	c.ctx, c.stdout, c.stderr = ctx, stdout, stderr
-	parser, err := kong.New(&c,
-		kong.Name("armor"),
-		kong.Description(description),
-		kong.Vars{"version": currentVersion().String()},
+	parser, err := newParser(&c,
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { panic(kongExit(code)) }),
-		kong.ConfigureHelp(kong.HelpOptions{Compact: true}),
 	)
 	if err != nil {
 		return report(stderr, false, err)

@@ -24,7 +24,7 @@ type Config struct {
 	Listen string `toml:"listen"`
 	// AdminListen is the address of the admin listener (/healthz, /metrics).
 	AdminListen string `toml:"admin_listen"`
-	// Controld is controld's base URL, e.g. "http://127.0.0.1:8070".
+	// Controld is controld's base URL, e.g. "http://127.0.0.1:7380".
 	Controld string `toml:"controld"`
 	// TokenFile holds controld's read-only token (one line). When empty the token comes
 	// from the ARMOR_EDGE_TOKEN environment variable.
