@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rclone/rclone/fs"
+	"github.com/rclone/rclone/fs/config"
 	"github.com/rclone/rclone/fs/fspath"
 	"github.com/rclone/rclone/fs/object"
 )
@@ -85,6 +86,9 @@ func OpenRcloneWith(ctx context.Context, remote string, opts RcloneOptions) (*Rc
 		if err := installRcloneConfig(); err != nil {
 			return nil, fmt.Errorf("open store %s: %w", name, err)
 		}
+	}
+	if err := checkBackend(parsed); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", name, err)
 	}
 	base, ci := fs.AddConfig(context.Background())
 	ci.ConnectTimeout = fs.Duration(rcloneConnectTimeout)
@@ -426,4 +430,34 @@ func (s *Rclone) CleanTemp(ctx context.Context, age time.Duration) (int, error) 
 		n++
 	}
 	return n, nil
+}
+
+// ErrBackendMissing: the remote's rclone backend is not compiled into this binary.
+var ErrBackendMissing = errors.New("rclone backend not in this build")
+
+// checkBackend fails with ErrBackendMissing, naming the backend and how to get a binary
+// that has it, when the remote's backend type is known and this build lacks it. rclone's
+// own error ("didn't find backend called ...") names neither the cause nor the remedy.
+func checkBackend(parsed fspath.Parsed) error {
+	var typ string
+	switch {
+	case parsed.Name == "":
+		return nil // a local path
+	case strings.HasPrefix(parsed.Name, ":"):
+		typ = parsed.Name[1:]
+	default:
+		typ = config.GetValue(parsed.Name, "type")
+	}
+	if typ == "" {
+		return nil // an unknown remote: fs.NewFs says so in its own words
+	}
+	if _, err := fs.Find(typ); err != nil {
+		if allBackends {
+			return fmt.Errorf("%w: rclone has no backend %q", ErrBackendMissing, typ)
+		}
+		return fmt.Errorf("%w: this armor carries rclone's local and s3 backends, not %q; if it is one of "+
+			"rclone's, build armor with all of them: make build-all (go build -tags allbackends -o bin/armor ./cli/armor)",
+			ErrBackendMissing, typ)
+	}
+	return nil
 }

@@ -6,3 +6,6 @@ import (
 	_ "github.com/rclone/rclone/backend/local"
 	_ "github.com/rclone/rclone/backend/s3"
 )
+
+// allBackends is true in a build with every rclone backend (rclone_all.go).
+var allBackends = false

@@ -1,0 +1,32 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/armor-apt/armor/store"
+)
+
+// TestMissingBackend: a remote whose rclone backend this build lacks, given as a
+// connection string or as a remote configured in rclone.conf's environment form, fails
+// naming the backend and the build that has it; a backend the build has still opens.
+func TestMissingBackend(t *testing.T) {
+	t.Setenv("RCLONE_CONFIG_MYGCS2_TYPE", "gcs")
+	for remote, backend := range map[string]string{":gcs:bucket/prefix": "gcs", ":azureblob,account=x:container": "azureblob", "mygcs2:bucket": "gcs"} {
+		_, err := store.OpenRclone(context.Background(), remote)
+		if !errors.Is(err, store.ErrBackendMissing) {
+			t.Errorf("%s: error %v, want ErrBackendMissing", remote, err)
+			continue
+		}
+		for _, want := range []string{`"` + backend + `"`, "make build-all", "allbackends"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: error %q does not say %q", remote, err, want)
+			}
+		}
+	}
+	if _, err := store.OpenRclone(context.Background(), ":local:"+t.TempDir()); err != nil {
+		t.Errorf("the local backend, compiled in: %v", err)
+	}
+}
