@@ -72,6 +72,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go s.watchExpiry(watchCtx, expiryInterval)
+	go s.cleanTemp(watchCtx, tempCleanInterval)
 
 	errc := make(chan error, 1)
 	go func() {
