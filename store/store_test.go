@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,6 +107,13 @@ func TestRcloneConfiguredRemotes(t *testing.T) {
 			}
 		})
 	}
+	t.Run("configured with a backend this build lacks", func(t *testing.T) {
+		t.Setenv("RCLONE_CONFIG_ARMORGCS_TYPE", "gcs")
+		_, err := store.OpenRclone(context.Background(), "armorgcs:bucket/x")
+		if !errors.Is(err, store.ErrBackendMissing) || !strings.Contains(err.Error(), `"gcs"`) {
+			t.Fatalf("OpenRclone of a configured gcs remote = %v; want ErrBackendMissing naming gcs", err)
+		}
+	})
 	t.Run("unconfigured", func(t *testing.T) {
 		_, err := store.OpenRclone(context.Background(), "armor-test-unconfigured:bucket/x")
 		if err == nil || !strings.Contains(err.Error(), "armor-test-unconfigured") || !strings.Contains(err.Error(), "rclone config") {
