@@ -171,6 +171,12 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 	go tl.closeUnusedUntil(stopped, 50*time.Millisecond)
 	err := srv.ShutdownWithContext(sctx)
 	close(stopped)
+	if err != nil {
+		// fasthttp gives up at the timeout but leaves the connections still serving open
+		// (Go's poller; edged's own closes them in stop): close them, so no handler
+		// outlives Serve by more than a failed write.
+		tl.closeAll()
+	}
 	<-errc
 	if err != nil {
 		return fmt.Errorf("shut down %s: %w", ln.Addr(), err)

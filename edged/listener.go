@@ -50,6 +50,19 @@ func (l *trackingListener) closeUnused() {
 	}
 }
 
+// closeAll closes every connection still open: those that outlived the shutdown timeout.
+func (l *trackingListener) closeAll() {
+	l.mu.Lock()
+	open := make([]*trackedConn, 0, len(l.conns))
+	for c := range l.conns {
+		open = append(open, c)
+	}
+	l.mu.Unlock()
+	for _, c := range open {
+		_ = c.Close()
+	}
+}
+
 // closeUnusedUntil calls closeUnused every interval until done is closed.
 func (l *trackingListener) closeUnusedUntil(done <-chan struct{}, interval time.Duration) {
 	t := time.NewTicker(interval)

@@ -3,10 +3,13 @@ package edged
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/armor-apt/armor/internal/duration"
 	"github.com/armor-apt/armor/store"
 )
 
@@ -122,4 +125,79 @@ func tryGet(addr, host, path string) (int, []byte) {
 	}
 	conn.Close()
 	return getStatus(addr, host, path)
+}
+
+// TestShutdownTimeoutClosesConnections: a request still being served when the shutdown
+// timeout ends has its connection closed, so Serve returns then and no handler outlives
+// it by more than a failed write, with either poller.
+func TestShutdownTimeoutClosesConnections(t *testing.T) {
+	for _, poller := range []string{"go", "edged"} {
+		t.Run(poller, func(t *testing.T) {
+			cas := newTestStore()
+			ctl := newFakeControld(t)
+			tree := aptTree("demo", 1)
+			tree["pool/main/b/big/big_1_amd64.deb"] = bytes.Repeat([]byte("x"), 200<<10)
+			r := makeRelease(t, cas, "demo", "2026-11-20T10:00:00Z", tree)
+			v := ctl.set(feedSite("demo", []string{hostA}, r))
+			cfg := testConfig(t, ctl)
+			cfg.StreamThreshold = 64 * KiB
+			cfg.ConnPoller = poller
+			cfg.ShutdownTimeout = duration.Duration(300 * time.Millisecond)
+			e, err := New(cfg, cas, testLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			served := make(chan error, 1)
+			go func() { served <- e.Serve(ctx, ln) }()
+			go e.Sync(ctx)
+			deadline := time.Now().Add(10 * time.Second)
+			for e.Version() != v {
+				if time.Now().After(deadline) {
+					t.Fatal("the edge did not load its routes")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+
+			// The store answers the big object only after 3 s: far past the timeout.
+			cas.delay.Store(int64(3 * time.Second))
+			reqErr := make(chan error, 1)
+			go func() {
+				conn, err := net.Dial("tcp", ln.Addr().String())
+				if err != nil {
+					reqErr <- err
+					return
+				}
+				defer conn.Close()
+				fmt.Fprintf(conn, "GET /pool/main/b/big/big_1_amd64.deb HTTP/1.1\r\nHost: %s\r\n\r\n", hostA)
+				_, err = io.Copy(io.Discard, conn)
+				reqErr <- err
+			}()
+			time.Sleep(100 * time.Millisecond)
+			start := time.Now()
+			cancel()
+			select {
+			case err := <-served:
+				if err == nil {
+					t.Error("Serve returned nil although a request outlived the shutdown timeout")
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatal("Serve did not return within 2 s of a 300 ms shutdown timeout")
+			}
+			select {
+			case <-reqErr:
+				if took := time.Since(start); took > 2*time.Second {
+					t.Errorf("the request's connection was closed %s after shutdown began; want about the 300 ms timeout", took)
+				}
+			case <-time.After(2 * time.Second):
+				t.Fatal("the in-flight request's connection was still open 2 s after a 300 ms shutdown timeout")
+			}
+		})
+	}
 }
