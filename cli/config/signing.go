@@ -124,7 +124,13 @@ func fromEnv(value, file string) (s Secret, ok bool, err error) {
 	case p != "":
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return Secret{}, false, fmt.Errorf("read $%s: %w", file, err)
+			// The variable's value is not repeated: a CI job that put the secret itself
+			// there instead of a path would see it in its log.
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err
+			}
+			return Secret{}, false, fmt.Errorf("read the file $%s names: %w", file, err)
 		}
 		return Secret{Data: data, From: fmt.Sprintf("$%s (%s)", file, p)}, true, nil
 	}

@@ -95,7 +95,7 @@ func TestSigningKeyPrecedence(t *testing.T) {
 			wantErr: []string{filepath.Join(dir, "gone.asc"), "signing.key", "does not exist", "armor key generate", "$ARMOR_SIGNING_KEY"}},
 		{name: "ARMOR_SIGNING_KEY_FILE names a missing file", cfg: "key",
 			env:     map[string]string{EnvSigningKeyFile: "DIR/gone.asc"},
-			wantErr: []string{"$ARMOR_SIGNING_KEY_FILE", filepath.Join(dir, "gone.asc")}},
+			wantErr: []string{"$ARMOR_SIGNING_KEY_FILE", "no such file"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -141,7 +141,7 @@ func TestPassphrasePrecedence(t *testing.T) {
 			wantErr: []string{"$ARMOR_KEY_PASSPHRASE and $ARMOR_KEY_PASSPHRASE_FILE", "only one"}},
 		{name: "ARMOR_KEY_PASSPHRASE_FILE names a missing file", cfg: "key",
 			env:     map[string]string{EnvPassphraseFile: "DIR/gone.txt"},
-			wantErr: []string{"$ARMOR_KEY_PASSPHRASE_FILE", filepath.Join(dir, "gone.txt")}},
+			wantErr: []string{"$ARMOR_KEY_PASSPHRASE_FILE", "no such file"}},
 		{name: "passphrase_file names a missing file", cfg: "badpass",
 			wantErr: []string{"signing.passphrase_file", filepath.Join(dir, "gone.txt")}},
 	}
@@ -208,5 +208,19 @@ func TestPublishedKeyrings(t *testing.T) {
 	}
 	if got := f.PublishedKeyrings(); len(got) != 2 || got[0] != base+".asc" {
 		t.Errorf("with .asc and .gpg: %v", got)
+	}
+}
+
+// TestSecretNotEchoed: a *_FILE variable that holds the secret itself instead of a path
+// fails without repeating its value, which a CI log would then show.
+func TestSecretNotEchoed(t *testing.T) {
+	const secret = "hunter2-not-a-path"
+	for _, pair := range [][2]string{{EnvSigningKey, EnvSigningKeyFile}, {EnvPassphrase, EnvPassphraseFile}} {
+		t.Setenv(pair[0], "")
+		t.Setenv(pair[1], secret)
+		_, _, err := fromEnv(pair[0], pair[1])
+		if err == nil || strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "$"+pair[1]) {
+			t.Errorf("$%s holding a secret: error %v; want one naming the variable and not its value", pair[1], err)
+		}
 	}
 }
