@@ -82,8 +82,8 @@ func (e *StaleParentError) Error() string {
 		return fmt.Sprintf("controld %s: repository %s: release %s %s, but no release is active: activate it first (armor activate %s) and push again; nothing was activated, and this push recorded nothing",
 			e.URL, e.Repo, short(e.Release), built, short(e.Parent))
 	}
-	return fmt.Sprintf("controld %s: repository %s: release %s %s, but the active release is %s: another release was activated since this one was built: rebuild on the active release (armor build) and push again; nothing was activated, and this push recorded nothing",
-		e.URL, e.Repo, short(e.Release), built, short(e.Active))
+	return fmt.Sprintf("controld %s: repository %s: release %s %s, but the active release is %s: another release was activated since this one was built: rebuild on the active release (armor build) and push again; nothing was activated, and this push recorded nothing (controld said: %v)",
+		e.URL, e.Repo, short(e.Release), built, short(e.Active), e.Err)
 }
 
 func (e *StaleParentError) Unwrap() error { return e.Err }
