@@ -39,8 +39,8 @@ func Redate(data []byte, date time.Time) ([]byte, error) {
 	return f.replaceLines(data, repl), nil
 }
 
-// SameButDates reports whether two Release files are the same but for their Date and
-// Valid-Until fields: whether re-signing one would publish anything new. A file that
+// SameButDates reports whether two Release files are the same but for the values of
+// their Date and Valid-Until fields: whether re-signing one would publish anything new. A file that
 // does not parse is the same as nothing.
 func SameButDates(a, b []byte) bool {
 	fa, err := Parse(a)
@@ -51,8 +51,10 @@ func SameButDates(a, b []byte) bool {
 	if err != nil {
 		return false
 	}
-	drop := map[string]string{"date": "", "valid-until": ""}
-	return bytes.Equal(fa.replaceLines(a, drop), fb.replaceLines(b, drop))
+	// Each date's value is masked, not dropped: a Valid-Until that appears or goes (a
+	// suite's valid_for set or removed) is a change to publish.
+	mask := map[string]string{"date": "Date: *\n", "valid-until": "Valid-Until: *\n"}
+	return bytes.Equal(fa.replaceLines(a, mask), fb.replaceLines(b, mask))
 }
 
 // replaceLines returns data, which f was parsed from, with the first line of each field

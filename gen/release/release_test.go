@@ -151,6 +151,9 @@ func TestRedate(t *testing.T) {
 	if SameButDates([]byte(in), []byte(strings.Replace(in, "Origin: o", "Origin: p", 1))) {
 		t.Error("SameButDates is true for another Origin")
 	}
+	if SameButDates([]byte(in), []byte(strings.Replace(in, "Valid-Until: Sat, 28 Nov 2026 10:00:00 UTC\n", "", 1))) {
+		t.Error("SameButDates is true when one has a Valid-Until and the other none (valid_for set or removed)")
+	}
 	for name, bad := range map[string]string{
 		"no Date":         "Origin: o\n",
 		"bad Date":        "Date: yesterday\n",
