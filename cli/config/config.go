@@ -208,6 +208,10 @@ func (f *File) validate() error {
 		if codenames[s.Codename] {
 			return fmt.Errorf("%s: codename %q is configured twice", where, s.Codename)
 		}
+		if !lineRE.MatchString(s.Description) {
+			// A line break would end the Release file's field, or its paragraph.
+			return fmt.Errorf("%s: description must be a single line", where)
+		}
 		codenames[s.Codename] = true
 		if !nameRE.MatchString(s.Suite) {
 			return fmt.Errorf("%s: suite %q: use lowercase letters, digits, '.', '_' or '-'", where, s.Suite)

@@ -197,6 +197,11 @@ func TestParseRejects(t *testing.T) {
 			want: []string{"repository.origin", "single line"},
 		},
 		{
+			name: "suite description over two lines",
+			data: edit(t, `valid_for = "7d"`, "valid_for = \"7d\"\ndescription = \"a\\n\\nb\""),
+			want: []string{"suite 1 (bookworm)", "description", "single line"},
+		},
+		{
 			name: "bad valid_for",
 			data: edit(t, `valid_for = "7d"`, `valid_for = "a week"`),
 			want: []string{"suite 1 (bookworm)", "valid_for", `"a week"`},
