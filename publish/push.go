@@ -18,6 +18,10 @@ import (
 	"github.com/armor-apt/armor/store"
 )
 
+// ErrWrongRepository: the manifest is a release of another repository than the one the
+// push records in (controld would refuse it once every object was uploaded).
+var ErrWrongRepository = errors.New("release of another repository")
+
 // PushOptions say what Push publishes, where, and how.
 type PushOptions struct {
 	Manifest string // the release manifest armor build wrote
@@ -104,6 +108,10 @@ func Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		}
 		if _, err := Preflight(ctx, c, o.Controld); err != nil {
 			return nil, err
+		}
+		if m.Repository != o.Controld.Repo {
+			return nil, fmt.Errorf("%w: %s is a release of repository %s, not of %s, where this push would record it: build it again for %s, or push to %s; nothing was uploaded",
+				ErrWrongRepository, o.Manifest, m.Repository, o.Controld.Repo, o.Controld.Repo, m.Repository)
 		}
 	}
 	s := o.Store

@@ -226,8 +226,23 @@ func TestPushChecksControldFirst(t *testing.T) {
 		}
 	}
 
+	// A release of another repository is refused before any upload, though controld, the
+	// token and the repository it would be recorded in are all fine.
+	if _, err := c.CreateRepo(ctx, api.CreateRepoRequest{Name: "other", Hostnames: []string{"other.armor.test"}}); err != nil {
+		t.Fatal(err)
+	}
+	s := store.NewCounting(store.NewMemory())
+	o := p.options(s, 2)
+	o.Controld = &publish.Controld{URL: url, Repo: "other", Activate: true, Client: constClient(c)}
+	if res, err := publish.Push(ctx, o); !errors.Is(err, publish.ErrWrongRepository) || res != nil || !strings.Contains(err.Error(), "repository test, not of other") {
+		t.Errorf("push of a release of test into other = %+v, %v; want ErrWrongRepository naming both", res, err)
+	}
+	if n := s.Counts(); n.Requests() != 0 {
+		t.Errorf("a release of another repository was uploaded: %+v", n)
+	}
+
 	// The push-only token, not activating, records a draft.
-	o := p.options(mem, 2)
+	o = p.options(mem, 2)
 	o.Controld = &publish.Controld{URL: url, Repo: "test", Client: constClient(pushOnly)}
 	res, err := publish.Push(ctx, o)
 	if err != nil || !res.Recorded || res.Activated {
