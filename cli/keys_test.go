@@ -243,7 +243,7 @@ func TestSigningKeyErrors(t *testing.T) {
 			want: []string{"$ARMOR_SIGNING_KEY_FILE (" + abs(t, eddsaKeyring) + ") holds no usable secret key"}},
 		{name: "ARMOR_SIGNING_KEY_FILE names a missing file",
 			env:  map[string]string{"ARMOR_SIGNING_KEY_FILE": filepath.Join(dir, "gone.asc")},
-			want: []string{"$ARMOR_SIGNING_KEY_FILE", filepath.Join(dir, "gone.asc")}},
+			want: []string{"$ARMOR_SIGNING_KEY_FILE", "no such file"}},
 		{name: "both key variables",
 			env:  map[string]string{"ARMOR_SIGNING_KEY": protectedSecret, "ARMOR_SIGNING_KEY_FILE": abs(t, protectedKey)},
 			want: []string{"both $ARMOR_SIGNING_KEY and $ARMOR_SIGNING_KEY_FILE are set"}},
