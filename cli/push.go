@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
-	"time"
 
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
-	"github.com/schollz/progressbar/v3"
 )
 
 // PushCmd uploads and records a release.
@@ -184,26 +181,11 @@ func newPushResult(r *publish.PushResult) *pushResult {
 }
 
 func newPushBar(w io.Writer) func(publish.UploadProgress) {
-	if w == nil || !isTerminal(w) {
+	if !isTerminal(w) {
 		return nil
 	}
-	var mu sync.Mutex
-	var bar *progressbar.ProgressBar
-	return func(p publish.UploadProgress) {
-		mu.Lock()
-		defer mu.Unlock()
-		if bar == nil {
-			bar = progressbar.NewOptions64(p.BytesTotal,
-				progressbar.OptionSetWriter(w),
-				progressbar.OptionSetDescription("push"),
-				progressbar.OptionShowBytes(true),
-				progressbar.OptionShowCount(),
-				progressbar.OptionClearOnFinish(),
-				progressbar.OptionThrottle(100*time.Millisecond),
-			)
-		}
-		bar.Set64(p.BytesDone)
-	}
+	b := &bar{w: w, bytes: true}
+	return func(p publish.UploadProgress) { b.set("push", p.BytesDone, p.BytesTotal) }
 }
 
 func printPush(g *Globals, r *pushResult) error {

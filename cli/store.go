@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
-	"github.com/schollz/progressbar/v3"
 )
 
 // StoreCmd groups the commands on the object store.
@@ -117,25 +114,11 @@ func checkFailure(r *publish.CheckReport) error {
 }
 
 func newCheckBar(w io.Writer) func(publish.CheckProgress) {
-	if w == nil || !isTerminal(w) {
+	if !isTerminal(w) {
 		return nil
 	}
-	var mu sync.Mutex
-	var bar *progressbar.ProgressBar
-	return func(p publish.CheckProgress) {
-		mu.Lock()
-		defer mu.Unlock()
-		if bar == nil {
-			bar = progressbar.NewOptions(p.ObjectsTotal,
-				progressbar.OptionSetWriter(w),
-				progressbar.OptionSetDescription("check"),
-				progressbar.OptionShowCount(),
-				progressbar.OptionClearOnFinish(),
-				progressbar.OptionThrottle(100*time.Millisecond),
-			)
-		}
-		bar.Set(p.ObjectsDone)
-	}
+	b := &bar{w: w}
+	return func(p publish.CheckProgress) { b.set("check", int64(p.ObjectsDone), int64(p.ObjectsTotal)) }
 }
 
 func printStoreCheck(g *Globals, r *publish.CheckReport) error {
