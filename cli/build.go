@@ -4,26 +4,53 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/armor-apt/armor/cli/config"
+	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/internal/atomicfile"
 	"github.com/armor-apt/armor/internal/lockfile"
 	"github.com/armor-apt/armor/manifest"
+	"github.com/armor-apt/armor/publish"
+	"github.com/armor-apt/armor/store"
 )
 
 // BuildCmd builds the tree and the manifest.
 type BuildCmd struct {
+	BuildFlags
 	Verify bool `help:"Rehash every input instead of trusting path, size and mtime."`
 	Resign bool `help:"Re-sign every Release even if nothing changed (refreshes Date and Valid-Until)."`
 }
 
+// Help says what a build starts from and what it changes.
+func (c *BuildCmd) Help() string {
+	return `A release is its parent plus a change. The parent is the release in the manifest (output.manifest in armor.toml, committed to git), or with --from-active the release controld has active. The build adds the packages of the inputs; a package of the parent leaves only through armor remove, keep_versions, or a suite with sync = true whose input file is gone.
+
+A runner that has only the git checkout fetches what it needs of the parent (its dists/ files, never its pool files) from the store named in armor.toml; its tree then holds dists/ and the new pool files, and armor export makes a complete tree.`
+}
+
+// BuildFlags are the options every command that builds takes.
+type BuildFlags struct {
+	FromActive    bool `name:"from-active" help:"Build on controld's active release instead of the local manifest."`
+	AllowRemovals bool `name:"allow-removals" help:"Let a suite with sync = true lose more packages than its max_removals share."`
+	ControldFlags
+}
+
 // Run builds.
 func (c *BuildCmd) Run(g *Globals) error {
-	res, err := runBuild(g.ctx, g.Config, buildOptions{Verify: c.Verify, Resign: c.Resign, Progress: newProgress(g.stderr, "build")})
+	return build(g, c.BuildFlags, buildOptions{Verify: c.Verify, Resign: c.Resign})
+}
+
+// build runs a build with the flags and the change, and prints it.
+func build(g *Globals, f BuildFlags, o buildOptions) error {
+	o.FromActive, o.AllowRemovals, o.Controld = f.FromActive, f.AllowRemovals, f.ControldFlags
+	o.Progress = newProgress(g.stderr, "build")
+	res, err := runBuild(g.ctx, g.Config, o)
 	if err != nil {
 		return err
 	}
@@ -34,6 +61,20 @@ type buildOptions struct {
 	Verify, Resign bool
 	Progress       func(gen.Progress)
 	Now            func() time.Time
+
+	// The change beyond the inputs (armor add, remove and copy).
+	Add    []gen.Addition
+	Remove []gen.Removal
+	Copy   []gen.Copy
+	// Reference lists packages whose files the parent publishes (a rebase).
+	Reference []manifest.Package
+
+	AllowRemovals bool
+	FromActive    bool               // the parent is controld's active release
+	Parent        *manifest.Manifest // the parent, when the caller has it (a rebase)
+	Controld      ControldFlags      // over armor.toml's [controld] url
+	// Store, when set, replaces the store named in armor.toml (tests count requests).
+	Store store.Store
 }
 
 type buildResult struct {
@@ -43,8 +84,10 @@ type buildResult struct {
 	Parent   string    `json:"parent,omitempty"`
 	UpToDate bool      `json:"up_to_date"`
 	Stats    gen.Stats `json:"stats"`
-	Elapsed  float64   `json:"elapsed_seconds"`
-	m        *manifest.Manifest
+	// Changes lists the packages added, removed, upgraded or downgraded since the parent.
+	Changes []manifest.Change `json:"changes"`
+	Elapsed float64           `json:"elapsed_seconds"`
+	m       *manifest.Manifest
 }
 
 // buildDate is SOURCE_DATE_EPOCH when set, so builds are reproducible, else now.
@@ -97,15 +140,37 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	}
 	defer unlock()
 	manifestPath := cfg.Resolve(cfg.Output.Manifest)
-	// The build loads the previous manifest while it lists the inputs.
-	opts.LoadPrevious = func() (*manifest.Manifest, error) { return loadPrevious(manifestPath) }
+	st := &lazyStore{cfg: cfg, s: o.Store}
+	opts.Fetch = st.fetch
+	switch {
+	case o.Parent != nil:
+		opts.Previous = o.Parent
+	case o.FromActive:
+		if opts.Previous, err = activeParent(ctx, cfg, o.Controld, st); err != nil {
+			return nil, err
+		}
+	default:
+		// The build loads the previous manifest while it lists the inputs.
+		opts.LoadPrevious = func() (*manifest.Manifest, error) { return loadPrevious(manifestPath) }
+	}
 	if opts.Date, err = buildDate(o.Now); err != nil {
 		return nil, err
 	}
 	opts.Verify, opts.Resign, opts.Progress = o.Verify, o.Resign, o.Progress
+	opts.Add, opts.Remove, opts.Copy, opts.AllowRemovals = o.Add, o.Remove, o.Copy, o.AllowRemovals
+	opts.Reference = o.Reference
 	res, err := gen.Build(ctx, opts)
+	if errors.Is(err, gen.ErrTooManyRemovals) {
+		return nil, fmt.Errorf("%w; nothing was written", err)
+	}
 	if err != nil {
 		return nil, err
+	}
+	if res.UpToDate && (o.Parent != nil || o.FromActive) {
+		// The tree holds the parent; so must the manifest.
+		if err := atomicfile.WriteFile(manifestPath, mustMarshal(res.Manifest), 0o644); err != nil {
+			return nil, err
+		}
 	}
 	if !res.UpToDate {
 		if err := atomicfile.WriteFile(manifestPath, res.Encoded, 0o644); err != nil {
@@ -119,7 +184,73 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	if res.Manifest != nil {
 		out.Release, out.Parent = res.Manifest.ID, res.Manifest.Parent
 	}
+	if !res.UpToDate {
+		out.Changes = manifest.Diff(res.Parent, res.Manifest)
+	}
+	if out.Changes == nil {
+		out.Changes = []manifest.Change{}
+	}
 	return out, nil
+}
+
+// mustMarshal encodes a manifest that was parsed or built, and so encodes.
+func mustMarshal(m *manifest.Manifest) []byte {
+	data, err := manifest.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	return data
+}
+
+// lazyStore opens armor.toml's store the first time a build needs it: only a build
+// whose tree lacks its parent's files does.
+type lazyStore struct {
+	cfg  *config.File
+	once sync.Once
+	s    store.Store
+	err  error
+}
+
+func (l *lazyStore) open(ctx context.Context) (store.Store, error) {
+	l.once.Do(func() {
+		if l.s != nil {
+			return
+		}
+		l.s, l.err = publish.OpenStore(ctx, l.cfg.Remote())
+		if errors.Is(l.err, publish.ErrNoStore) {
+			l.err = fmt.Errorf("the tree lacks files of the parent release, and %s names no store to fetch them from: set [store], or build where the tree is", l.cfg.Path)
+		}
+	})
+	return l.s, l.err
+}
+
+func (l *lazyStore) fetch(ctx context.Context, sum string) ([]byte, error) {
+	s, err := l.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return publish.FetchObject(ctx, s, sum)
+}
+
+// activeParent returns controld's active release of the repository, to build on.
+func activeParent(ctx context.Context, cfg *config.File, f ControldFlags, st *lazyStore) (*manifest.Manifest, error) {
+	url := f.url(cfg)
+	if url == "" {
+		return nil, fmt.Errorf("--from-active: no controld: set [controld] url in %s, $ARMOR_CONTROLD_URL or --controld URL", cfg.Path)
+	}
+	c, err := readClient(cfg, url, f.CACert)
+	if err != nil {
+		return nil, err
+	}
+	s, err := st.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := publish.ActiveManifest(ctx, c, s, cfg.Repository.Name)
+	if err != nil {
+		return nil, fmt.Errorf("--from-active: %w", err)
+	}
+	return m, nil
 }
 
 // genOptions maps armor.toml onto the build library's options.
@@ -138,8 +269,13 @@ func genOptions(cfg *config.File) (gen.Options, error) {
 		gs := gen.Suite{
 			Suite: s.Suite, Codename: s.Codename, Description: s.Description,
 			Components: s.Components, Architectures: s.Architectures, Inputs: s.Inputs,
-			AllowEmpty: s.AllowEmpty,
+			AllowEmpty: s.AllowEmpty, Sync: s.Sync, KeepVersions: s.KeepVersions,
 		}
+		share, err := s.RemovalShare()
+		if err != nil {
+			return o, err
+		}
+		gs.MaxRemovals = share
 		if s.ValidFor != "" {
 			d, err := config.PositiveDuration(s.ValidFor)
 			if err != nil {
@@ -167,7 +303,15 @@ func printBuild(g *Globals, r *buildResult) error {
 		fmt.Fprintf(w, " (parent %s)", short(r.Parent))
 	}
 	fmt.Fprintf(w, " in %.2fs\n", r.Elapsed)
-	fmt.Fprintf(w, "  packages: %d (%d added or changed, %d removed); inputs: %d (%d read)\n", s.Packages, s.Added, s.Removed, s.Inputs, s.Read)
+	fmt.Fprintf(w, "  packages: %d (%d added or changed, %d removed", s.Packages, s.Added, s.Removed)
+	if s.Copied > 0 {
+		fmt.Fprintf(w, ", %d copied", s.Copied)
+	}
+	if s.Pruned > 0 {
+		fmt.Fprintf(w, ", %d pruned by keep_versions", s.Pruned)
+	}
+	fmt.Fprintf(w, "); inputs: %d (%d read)\n", s.Inputs, s.Read)
+	printChangeList(w, r.Changes)
 	fmt.Fprintf(w, "  indexes rewritten: %d; suites signed: %d; files written: %d (%s)\n", s.IndexesWritten, s.SuitesSigned, s.FilesWritten, humanBytes(s.BytesWritten))
 	fmt.Fprintf(w, "  tree: %s\n  manifest: %s\n", r.Tree, r.Manifest)
 	return nil
@@ -191,4 +335,30 @@ func humanBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// printChangeList prints what a build changed, the first few dozen lines of it.
+func printChangeList(w io.Writer, changes []manifest.Change) {
+	const most = 40
+	if len(changes) == 0 {
+		return
+	}
+	printChanges(w, changes[:min(len(changes), most)])
+	if len(changes) > most {
+		fmt.Fprintf(w, "  ... and %d more (armor diff)\n", len(changes)-most)
+	}
+}
+
+// readClient is a client of the controld at url with armor.toml's token, which may be
+// empty where controld lets anyone read.
+func readClient(cfg *config.File, url, caCert string) (*client.Client, error) {
+	token, err := cfg.Token()
+	if err != nil {
+		return nil, err
+	}
+	hc, err := httpClient(caCert)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(url, token, hc), nil
 }

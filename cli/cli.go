@@ -34,6 +34,9 @@ type CLI struct {
 	Init     InitCmd     `cmd:"" help:"Create armor.toml and a signing key in the current directory."`
 	Key      KeyCmd      `cmd:"" help:"Generate, import, export and list signing keys."`
 	Build    BuildCmd    `cmd:"" help:"Build the signed dists/ + pool/ tree and the release manifest."`
+	Add      AddCmd      `cmd:"" help:"Build a release that adds .deb files to the parent's packages."`
+	Remove   RemoveCmd   `cmd:"" help:"Build a release without some of the parent's packages."`
+	Copy     CopyCmd     `cmd:"" help:"Build a release that lists packages of one suite in another (promotion)."`
 	Push     PushCmd     `cmd:"" help:"Upload what the store lacks, then record (and activate) the release in controld."`
 	Diff     DiffCmd     `cmd:"" help:"Compare two manifests: packages added, removed, upgraded, downgraded."`
 	Verify   VerifyCmd   `cmd:"" help:"Check a tree (directory or URL) the way apt does."`

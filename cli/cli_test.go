@@ -677,7 +677,8 @@ func TestDiff(t *testing.T) {
 	if err := os.WriteFile(oldManifest, readFileT(t, filepath.Join(proj, testManifestName)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// hello upgraded, newpkg added, pkg000003 removed.
+	// hello upgraded, newpkg added, pkg000003 removed. A file gone from the inputs
+	// removes nothing: the parent is the truth.
 	os.Remove(old)
 	for _, p := range []struct{ name, version string }{{"hello", "1.1-1"}, {"newpkg", "0.1-1"}} {
 		if _, err := synth.WriteOne(debs, p.name, p.version, "amd64", ""); err != nil {
@@ -690,9 +691,19 @@ func TestDiff(t *testing.T) {
 	}
 	os.Remove(removed[0])
 	armorOK(t, "-c", cfg, "build")
+	if m := loadManifest(t, filepath.Join(proj, testManifestName)); !slices.ContainsFunc(m.Packages, func(p manifest.Package) bool { return p.Name == synth.Name(3) }) {
+		t.Fatalf("a build after %s's file was deleted removed the package", synth.Name(3))
+	}
+	out := armorOK(t, "-c", cfg, "remove", "hello=1.0-1", synth.Name(3))
+	for _, want := range []string{"- hello", "- " + synth.Name(3), "0 added or changed, 2 removed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("armor remove output lacks %q:\n%s", want, out)
+		}
+	}
+	armorFails(t, 1, []string{"remove hello=1.0-1", "no such package", "nothing was changed"}, "-c", cfg, "remove", "hello=1.0-1")
 	newManifest := filepath.Join(proj, testManifestName)
 
-	out := armorOK(t, "diff", oldManifest, newManifest)
+	out = armorOK(t, "diff", oldManifest, newManifest)
 	for _, want := range []string{"hello", "1.0-1 -> 1.1-1", "(upgraded)", "+ newpkg", "0.1-1", "- " + synth.Name(3), "stable/main/amd64"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("diff output lacks %q:\n%s", want, out)

@@ -175,6 +175,17 @@ func TestEndToEnd(t *testing.T) {
 	// 1. init, packages, build.
 	armor(t, work, nil, "init", "--dir", project, "--name", "e2e", "--hostname", host,
 		"--key-algo", "rsa3072", "--store", cas, "--controld", "http://"+controldAddr)
+	// The newest version of each package only, as Debian's archive keeps (init writes
+	// the line commented out).
+	cfgPath := filepath.Join(project, "armor.toml")
+	cfgData, err := os.ReadFile(cfgPath)
+	if err != nil || !strings.Contains(string(cfgData), "# keep_versions = 3") {
+		t.Fatalf("armor init's armor.toml lacks the keep_versions line: %v", err)
+	}
+	cfgData = []byte(strings.Replace(string(cfgData), "# keep_versions = 3", "keep_versions = 1", 1))
+	if err := os.WriteFile(cfgPath, cfgData, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	debs := filepath.Join(project, "debs")
 	real, err := filepath.Glob("../testdata/debs/*.deb")
 	if err != nil || len(real) == 0 {

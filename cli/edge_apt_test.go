@@ -231,9 +231,21 @@ func (p *project) source() apttest.Source {
 // pkg is one synthetic package.
 type pkg struct{ name, version, depends string }
 
-// setDebs makes the project's debs/ hold exactly pkgs.
+// setDebs makes the project's debs/ hold exactly pkgs, and its suite mirror debs/ (sync),
+// so that the next build publishes exactly them.
 func (p *project) setDebs(t *testing.T, pkgs []pkg) {
 	t.Helper()
+	cfg := filepath.Join(p.dir, "armor.toml")
+	data, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "\nsync = true\n") {
+		data = []byte(strings.Replace(string(data), "[suite.inputs]", "sync = true\nmax_removals = \"100%\"\n\n[suite.inputs]", 1))
+		if err := os.WriteFile(cfg, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	debs := filepath.Join(p.dir, "debs")
 	old, err := filepath.Glob(filepath.Join(debs, "*.deb"))
 	if err != nil {

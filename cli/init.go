@@ -80,7 +80,11 @@ suite = {{q .Suite}}
 components = {{list .Component}}
 architectures = {{list .Arch}}
 # valid_for = "7d"   # adds Valid-Until; rebuild with --resign before it lapses
-# allow_empty = true # build even when the inputs match no .deb (else that is an error)
+# allow_empty = true # a first build may have no .deb in the inputs (else that is an error)
+# A release is its parent plus a change: the inputs add packages, and a package leaves
+# only through armor remove, keep_versions, or sync.
+# keep_versions = 3  # keep only the newest 3 versions of each package (default: all)
+# sync = true        # mirror the inputs: a .deb deleted is a package removed
 
 [suite.inputs]
 {{q (index .Component 0)}} = ["debs/**/*.deb"]

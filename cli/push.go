@@ -19,6 +19,7 @@ type PushCmd struct {
 	StoreOnly  bool `name:"store-only" help:"Only upload the release to the store; do not record it in controld (none is needed)." xor:"store-only"`
 	DryRun     bool `help:"List what would be uploaded, after the same checks of controld and the token as a push; upload and record nothing."`
 	Jobs       int  `help:"Objects checked and uploaded at once." default:"8"`
+	Rebase     bool `help:"If the release it was built on is no longer active, apply its change again on the active release (re-signing here), and push that."`
 }
 
 // Help is push's detailed help: when it activates, and what its exit status says.
@@ -27,16 +28,36 @@ func (c *PushCmd) Help() string {
 
 The release is activated only on its parent: if controld's active release is no longer the release this one was built on (another push won the race, armor rollback re-published, or the manifest is stale), nothing is activated. Pushing a release that is already active again finishes the job.
 
-Exit status: %d when the release is pushed (and active, unless --no-activate); %d when it was refused because the release it was built on is not the active release: rebuild on the active release (armor build) and push again; %d on any other error.`,
+With --rebase, a push refused that way applies the release's change (the packages it added and removed since its parent) again on the active release, re-signs it here, and pushes that, a few times if other pushes keep winning.
+
+Exit status: %d when the release is pushed (and active, unless --no-activate); %d when it was refused because the release it was built on is not the active release: run armor push --rebase (or build on the active release with armor build --from-active and push again); %d on any other error.`,
 		exitOK, exitStaleParent, exitFailure)
 }
 
 // Run pushes.
 func (c *PushCmd) Run(g *Globals) error {
-	res, err := runPush(g.ctx, g.Config, pushOptions{
+	o := pushOptions{
 		Activate: !c.NoActivate, DryRun: c.DryRun, Jobs: c.Jobs, StoreOnly: c.StoreOnly,
 		Controld: c.ControldFlags, Progress: g.stderr,
-	})
+	}
+	res, err := runPush(g.ctx, g.Config, o)
+	var stale *publish.StaleParentError
+	for attempt := 1; c.Rebase && errors.As(err, &stale) && attempt <= maxRebases; attempt++ {
+		if res != nil && !g.JSON {
+			fmt.Fprintf(g.stderr, "release %s was built on %s, but %s is active now: applying its change again on %s\n",
+				short(res.Release), short(res.Parent), short(stale.Active), short(stale.Active))
+		}
+		b, rerr := rebase(g.ctx, g.Config, o)
+		if rerr != nil {
+			return rerr
+		}
+		if !g.JSON {
+			if perr := printBuild(g, b); perr != nil {
+				return perr
+			}
+		}
+		res, err = runPush(g.ctx, g.Config, o)
+	}
 	if res != nil {
 		if perr := printPush(g, res); perr != nil && err == nil {
 			err = perr

@@ -27,7 +27,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}
 	// Load the parent in the background: the stat cache first, then the previous manifest,
 	// then the reading ahead of its indexes. Nothing started here outlives Build.
-	ld := startLoading(&o)
+	ld := startLoading(ctx, &o)
 	defer ld.close()
 
 	// Collect the inputs: list, stat, and read those the stat cache cannot vouch for.
@@ -35,22 +35,32 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The package list, in canonical order; two files claiming one package or one pool
-	// path are refused.
-	pkgs, err := resolvePackages(groups, ins)
+	// The inputs' packages, in canonical order; two files claiming one package or one
+	// pool path are refused.
+	inPkgs, err := resolvePackages(groups, ins)
 	if err != nil {
 		return nil, err
 	}
-	// The parent, and what changed since it.
+	// The parent, and the release: the parent plus the change.
 	par, err := ld.parent()
 	if err != nil {
+		return nil, err
+	}
+	if err := checkUnmatched(&o, groups, par.m == nil); err != nil {
+		return nil, err
+	}
+	pkgs, chg, err := applyChange(&o, par.m, inPkgs)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRemovals(&o, par.m, pkgs.list); err != nil {
 		return nil, err
 	}
 	diff, err := diffParent(par.m, pkgs)
 	if err != nil {
 		return nil, err
 	}
-	stats := Stats{Inputs: len(ins.all), Read: ins.read, Added: diff.added, Removed: diff.removed}
+	stats := Stats{Inputs: len(ins.all), Read: ins.read, Added: diff.added, Removed: diff.removed, Copied: chg.copied, Pruned: chg.pruned}
 
 	// From here on files are staged in the tree; nothing is visible before the commit.
 	icache, err := index.OpenCache(filepath.Join(o.CacheDir, "chunks"))
@@ -83,7 +93,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	// Write the indexes whose package lists changed; reuse the others.
 	idx, err := writeIndexes(ctx, &o, par, pkgs.list, ins, icache, tw)
 	if err != nil {
-		return abort(err)
+		return abort(par.explain(err))
 	}
 	// Sign the Release of each suite whose indexes or header changed.
 	rel, err := signReleases(&o, par, idx.suites, tw)
@@ -98,7 +108,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		abort(nil)
 		stats.Packages = len(par.m.Packages)
 		writeStatCache(&o, encodeStatCache(ins.all, ins.kept))
-		return &Result{UpToDate: true, Manifest: par.m, Stats: stats}, nil
+		return &Result{UpToDate: true, Manifest: par.m, Parent: par.m, Stats: stats}, nil
 	}
 
 	// Seal the manifest, wait for the staging, and commit.
@@ -114,7 +124,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}
 	if err := <-pool; err != nil {
 		tw.Abort()
-		return nil, err
+		return nil, par.explain(err)
 	}
 	if err := tw.Wait(); err != nil {
 		tw.Abort()
@@ -125,14 +135,17 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	// the commit succeeded: it names what the new release no longer lists.
 	cacheData := make(chan []byte, 1)
 	go func() { cacheData <- nextStatCache(&o, par.m, m, ins, icache) }()
+	// While the files move into place the tree holds neither release.
+	writeTreeMarker(&o, "")
 	if err := tw.Commit(); err != nil {
 		<-cacheData
 		tw.Abort()
 		return nil, err
 	}
+	writeTreeMarker(&o, m.ID)
 	writeStatCache(&o, <-cacheData)
 	stats.Packages = len(m.Packages)
-	return &Result{Manifest: m, Encoded: encoded, Stats: stats}, nil
+	return &Result{Manifest: m, Parent: par.m, Encoded: encoded, Stats: stats}, nil
 }
 
 // newManifest returns the manifest of the release, its files still to come.

@@ -242,8 +242,11 @@ func TestAddOne(t *testing.T) {
 	}
 }
 
+// TestRemoveOne: in a suite that mirrors its inputs, a file gone is a package removed.
 func TestRemoveOne(t *testing.T) {
 	r := newRepo(t, repoConfig{Real: true, Synth: 4})
+	r.Opts.Suites[0].Sync = true
+	r.Opts.Suites[0].MaxRemovals = 0.5
 	r.mustBuild()
 	const gone = "pool/main/libn/libnatpmp/libnatpmp-dev_20150609-7.1+b2_amd64.deb"
 	if err := os.Remove(r.in("real/libnatpmp-dev_20150609-7.1+b2_amd64.deb")); err != nil {

@@ -16,9 +16,10 @@ import (
 
 // inputGroup is the inputs of one suite's component.
 type inputGroup struct {
-	suite Suite
-	comp  string
-	files []inputFile // sorted by path, each once
+	suite     Suite
+	comp      string
+	files     []inputFile // sorted by path, each once
+	unmatched []string    // input patterns that matched no file
 }
 
 // inputSet is every input of a build, with what is known of each.
@@ -42,10 +43,10 @@ func collectInputs(ctx context.Context, o *Options, statCache <-chan *statCache)
 			if err != nil {
 				return nil, nil, fmt.Errorf("suite %s component %s: %w", s.Codename, comp, err)
 			}
-			if len(unmatched) > 0 && !s.AllowEmpty {
-				return nil, nil, noInputs(o.BaseDir, s.Codename, comp, unmatched[0])
+			if files, err = withAdditions(files, o.Add, s.Codename, comp); err != nil {
+				return nil, nil, err
 			}
-			groups = append(groups, inputGroup{s, comp, files})
+			groups = append(groups, inputGroup{s, comp, files, unmatched})
 		}
 	}
 	var files []inputFile
@@ -70,6 +71,36 @@ func collectInputs(ctx context.Context, o *Options, statCache <-chan *statCache)
 		}
 	}
 	return groups, ins, nil
+}
+
+// withAdditions adds the files of additions to a suite's component to its inputs.
+func withAdditions(files []inputFile, adds []Addition, suite, comp string) ([]inputFile, error) {
+	n := len(files)
+	for _, a := range adds {
+		if a.Suite == suite && a.Component == comp {
+			files = append(files, inputFile{path: a.Path})
+		}
+	}
+	if len(files) == n {
+		return files, nil
+	}
+	if err := statInputs(files[n:]); err != nil {
+		return nil, err
+	}
+	return sortedInputs(files), nil
+}
+
+// checkUnmatched refuses an input pattern that matched no file where that would publish
+// a release without packages it should have: in a first build, or in a suite that mirrors
+// its inputs. Otherwise the parent holds the packages, and a pattern that matches nothing
+// adds nothing. A suite with AllowEmpty may always be empty.
+func checkUnmatched(o *Options, groups []inputGroup, first bool) error {
+	for _, g := range groups {
+		if len(g.unmatched) > 0 && !g.suite.AllowEmpty && (first || g.suite.Sync) {
+			return noInputs(o.BaseDir, g.suite.Codename, g.comp, g.unmatched[0])
+		}
+	}
+	return nil
 }
 
 // NoInputsError is the error of a build in which an input pattern of a suite that may

@@ -59,7 +59,7 @@ func writeIndexes(ctx context.Context, o *Options, par *parent, pkgs []manifest.
 					}
 					out.files = append(out.files, kept...)
 				} else {
-					stanzas, err := indexStanzas(o.TreeDir, dist+rel, members[key], prevMembers[key], ins, par.old)
+					stanzas, err := indexStanzas(o.TreeDir, dist+rel, members[key], prevMembers[key], ins, par)
 					var digests [3]release.Digests
 					if err == nil {
 						digests, err = writeIndex(tw, icache, dist+rel, stanzas)
@@ -187,7 +187,7 @@ func writeIndex(tw *treeWriter, icache *index.Cache, indexPath string, stanzas [
 // read again from the .deb when the tree does not have them. old lists the index's
 // members in the parent, the order the tree's index lists their stanzas in; pf holds the
 // tree's indexes read ahead.
-func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins *inputSet, pf *prefetch) ([][]byte, error) {
+func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins *inputSet, par *parent) ([][]byte, error) {
 	var prev *oldIndex
 	out := make([][]byte, 0, len(members))
 	for _, p := range members {
@@ -196,15 +196,21 @@ func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins 
 			continue
 		}
 		if prev == nil {
-			prev = readOldIndex(tree, indexPath, old, pf)
+			prev = readOldIndex(tree, indexPath, old, par.old)
 		}
 		if st := prev.find(p); st != nil {
 			out = append(out, st)
 			continue
 		}
+		// A package copied from another suite or component, or moved between
+		// architectures' indexes: the parent lists its stanza in another index.
+		if st := par.stanzaElsewhere(tree, p); st != nil {
+			out = append(out, st)
+			continue
+		}
 		in := ins.forSum(p.SHA256)
 		if in == nil {
-			return nil, fmt.Errorf("no input file for %s %s", p.Name, p.Version)
+			return nil, fmt.Errorf("no stanza for %s %s (%s): it is not among the inputs, and the parent's indexes in the tree do not list it", p.Name, p.Version, p.Architecture)
 		}
 		pkg, err := deb.ReadFile(in.Path)
 		if err != nil {

@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"context"
 	"crypto"
 	"errors"
 	"fmt"
@@ -26,6 +27,15 @@ type Suite struct {
 	// AllowEmpty lets a pattern of Inputs match no file. Without it such a pattern fails
 	// the build with a *NoInputsError, rather than signing a release that lacks its packages.
 	AllowEmpty bool
+	// Sync makes the suite mirror its inputs: a package of the parent whose file is no
+	// longer among them is removed. Otherwise the parent is the truth, and inputs only add.
+	Sync bool
+	// MaxRemovals is the share (0 to 1) of a syncing suite's packages one build may remove
+	// unless Options.AllowRemovals; 0 means DefaultMaxRemovals, 1 or more no limit.
+	MaxRemovals float64
+	// KeepVersions, when positive, keeps only the newest KeepVersions versions of each
+	// package (per component and architecture); older ones are removed.
+	KeepVersions int
 }
 
 // Options is everything one build needs. Build reads no configuration file and no
@@ -46,6 +56,23 @@ type Options struct {
 	// a first build). Build calls it on its own goroutine while it lists the inputs, and
 	// fails with its error; an error in the inputs found first takes precedence.
 	LoadPrevious func() (*manifest.Manifest, error)
+
+	// The change beyond the inputs: files added to a suite's component, packages removed,
+	// packages copied between suites (see change.go). A Removal or Copy that matches
+	// nothing is an error wrapping ErrNotFound.
+	Add    []Addition
+	Remove []Removal
+	Copy   []Copy
+	// Reference lists packages as they are, files already published: those a rebase
+	// applies again without their files (copies, made on another runner).
+	Reference []manifest.Package
+	// AllowRemovals lets a syncing suite lose more than its MaxRemovals share.
+	AllowRemovals bool
+
+	// Fetch, when set, reads an object of the store by its SHA-256. A build whose tree
+	// lacks the parent's dists/ files (a fresh CI runner, a parent taken from controld)
+	// fetches them through it; pool files are never fetched.
+	Fetch func(ctx context.Context, sum string) ([]byte, error)
 
 	Key    *sign.Key
 	Hash   crypto.Hash // signature digest: crypto.SHA256 or crypto.SHA512
@@ -69,6 +96,8 @@ type Stats struct {
 	Packages       int   // packages in the release
 	Added          int   // packages not in the previous release
 	Removed        int   // packages of the previous release no longer listed
+	Copied         int   // packages listed in another suite or component by Options.Copy
+	Pruned         int   // packages removed by retention (Suite.KeepVersions)
 	IndexesWritten int   // Packages indexes regenerated (each in three forms)
 	SuitesSigned   int   // Release files written and signed
 	FilesWritten   int   // files written to the tree
@@ -82,7 +111,10 @@ type Result struct {
 	// UpToDate: the caller writes it, once the tree is in place.
 	Encoded  []byte
 	UpToDate bool // nothing changed: no file was written and Manifest is Previous
-	Stats    Stats
+	// Parent is the release the build started from (nil for a first build), for the
+	// caller to say what changed.
+	Parent *manifest.Manifest
+	Stats  Stats
 }
 
 // ErrConflict wraps errors about two different files claiming one package identity.
@@ -122,13 +154,31 @@ func (o *Options) check() error {
 				return fmt.Errorf("build: suite %s: %q is not a safe name for a tree path", s.Codename, n)
 			}
 		}
+		if s.MaxRemovals < 0 || s.KeepVersions < 0 {
+			return fmt.Errorf("build: suite %s: max removals and kept versions may not be negative", s.Codename)
+		}
 		for comp := range s.Inputs {
 			if !slices.Contains(s.Components, comp) {
 				return fmt.Errorf("build: suite %s: inputs name component %q, which the suite does not list", s.Codename, comp)
 			}
 		}
 	}
+	for _, a := range o.Add {
+		if !o.hasComponent(a.Suite, a.Component) {
+			return fmt.Errorf("add %s: no component %q in suite %q of the configuration", a.Path, a.Component, a.Suite)
+		}
+	}
 	return nil
+}
+
+// hasComponent reports whether the suite with the codename lists the component.
+func (o *Options) hasComponent(suite, comp string) bool {
+	for _, s := range o.Suites {
+		if s.Codename == suite {
+			return slices.Contains(s.Components, comp)
+		}
+	}
+	return false
 }
 
 func (o *Options) progress(phase string, done, total int) {

@@ -1,8 +1,12 @@
 package gen
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
 
 	"github.com/armor-apt/armor/manifest"
 )
@@ -12,6 +16,45 @@ type parent struct {
 	m     *manifest.Manifest       // nil for a first build
 	files map[string]manifest.File // m's files by path
 	old   *prefetch                // m's indexes read ahead; nil when none are
+
+	stanzas map[string][]byte // every stanza of m's indexes in the tree, by SHA256; made when first needed
+	// fetchErr says why the tree lacks m's files: they could not be fetched.
+	fetchErr error
+}
+
+// explain adds to an error of a build that lacked something of the parent why the
+// parent's files could not be fetched, if they could not.
+func (p *parent) explain(err error) error {
+	if err == nil || p.fetchErr == nil {
+		return err
+	}
+	return fmt.Errorf("%w (the tree lacks the parent's files, and they could not be fetched: %v)", err, p.fetchErr)
+}
+
+// stanzaElsewhere returns the stanza of p from any of the parent's Packages indexes in
+// the tree, or nil. It reads them all the first time it is called: only packages copied
+// between suites or components need it.
+func (p *parent) stanzaElsewhere(tree string, pkg *manifest.Package) []byte {
+	if p.m == nil {
+		return nil
+	}
+	if p.stanzas == nil {
+		p.stanzas = map[string][]byte{}
+		for _, f := range p.m.Files {
+			if path.Base(f.Path) != "Packages" || !strings.HasPrefix(f.Path, "dists/") {
+				continue
+			}
+			x := loadOldIndex(filepath.Join(tree, filepath.FromSlash(f.Path)), int(f.Size/1024)+1)
+			for i, st := range x.stanzas {
+				p.stanzas[string(x.sums[i])] = st
+			}
+		}
+	}
+	st := p.stanzas[pkg.SHA256]
+	if st == nil || string(stanzaField(st, "\nFilename: ")) != pkg.Path {
+		return nil
+	}
+	return st
 }
 
 // packages returns the parent's packages, none for a first build.
@@ -34,10 +77,11 @@ type loader struct {
 	done      chan struct{}   // closed once prev, err and old are set
 	prev      *manifest.Manifest
 	err       error
+	fetchErr  error // why the parent's files could not be fetched into the tree
 	old       *prefetch
 }
 
-func startLoading(o *Options) *loader {
+func startLoading(ctx context.Context, o *Options) *loader {
 	l := &loader{
 		statCache: make(chan *statCache, 1),
 		stop:      make(chan struct{}),
@@ -50,15 +94,16 @@ func startLoading(o *Options) *loader {
 		// indexes: nothing to read ahead.
 		readAhead := len(c.Entries) > 0
 		l.statCache <- c
-		l.loadPrevious(o, readAhead)
+		l.loadPrevious(ctx, o, readAhead)
 	}()
 	return l
 }
 
-// loadPrevious loads the previous manifest, when Options.LoadPrevious is set, and then,
-// if readAhead, starts reading its indexes ahead. If Build has returned meanwhile, it
+// loadPrevious loads the previous manifest, when Options.LoadPrevious is set, fetches
+// what the tree lacks of it (hydrate), and then, if readAhead, starts reading its indexes
+// ahead. If Build has returned meanwhile, it
 // loads nothing.
-func (l *loader) loadPrevious(o *Options, readAhead bool) {
+func (l *loader) loadPrevious(ctx context.Context, o *Options, readAhead bool) {
 	select {
 	case <-l.stop:
 		l.err = errors.New("build: stopped")
@@ -71,6 +116,10 @@ func (l *loader) loadPrevious(o *Options, readAhead bool) {
 			return
 		}
 	}
+	// The tree should hold the parent's indexes before they are read. If they cannot be
+	// fetched, the inputs may still hold every package the build needs (a runner with
+	// every .deb but without the store); the build says why when they do not.
+	l.fetchErr = hydrate(ctx, o, prev)
 	l.prev = prev
 	if readAhead {
 		l.old = startPrefetch(o, prev)
@@ -84,7 +133,7 @@ func (l *loader) parent() (*parent, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
-	p := &parent{m: l.prev, files: map[string]manifest.File{}, old: l.old}
+	p := &parent{m: l.prev, files: map[string]manifest.File{}, old: l.old, fetchErr: l.fetchErr}
 	if p.m != nil {
 		for _, f := range p.m.Files {
 			p.files[f.Path] = f
@@ -160,8 +209,12 @@ func diffParent(prev *manifest.Manifest, pkgs packageList) (parentDiff, error) {
 	for _, p := range prev.Packages {
 		if i, ok := byNewPath[p.Path]; ok && cur[i].SHA256 != p.SHA256 {
 			c := cur[i]
+			from := c.Path
+			if pkgs.from[i] != nil {
+				from = pkgs.from[i].Path
+			}
 			return d, fmt.Errorf("%w: %s is %s %s (%s), already published as %s with different contents; apt clients holding the previous index would get a hash sum mismatch: give the new build a new version (for example a +b1 binNMU suffix)",
-				ErrConflict, pkgs.from[i].Path, c.Name, c.Version, c.Architecture, p.Path)
+				ErrConflict, from, c.Name, c.Version, c.Architecture, p.Path)
 		}
 	}
 	return d, nil

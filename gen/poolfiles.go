@@ -32,6 +32,7 @@ func stagePool(tw *treeWriter, o *Options, parent *manifest.Manifest, pkgs []man
 	g := new(errgroup.Group)
 	g.SetLimit(8)
 	staged := make(map[string]bool, len(todo))
+	var published map[string]string // the parent's pool files: path → digest
 	for _, p := range todo {
 		if staged[p.Path] {
 			continue // the same file in two suites
@@ -39,8 +40,19 @@ func stagePool(tw *treeWriter, o *Options, parent *manifest.Manifest, pkgs []man
 		staged[p.Path] = true
 		src := ins.forSum(p.SHA256)
 		if src == nil {
+			// A package of the parent, or copied from one of its suites: its file is in
+			// the store, and a runner need not have it.
+			if published == nil {
+				published = poolDigests(parent)
+			}
+			if published[p.Path] == p.SHA256 {
+				continue
+			}
 			g.Wait() // the copies started stage nothing after the tree writer's Abort
 			return fmt.Errorf("no input file for %s %s (%s)", p.Name, p.Version, p.Architecture)
+		}
+		if src.Path == filepath.Join(o.TreeDir, filepath.FromSlash(p.Path)) {
+			continue // already in place (a rebase adds the tree's own pool files)
 		}
 		g.Go(func() error {
 			if o.Verify {
@@ -66,4 +78,15 @@ func fileSHA256(p string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// poolDigests maps the parent's pool paths to their digests.
+func poolDigests(parent *manifest.Manifest) map[string]string {
+	out := map[string]string{}
+	if parent != nil {
+		for _, p := range parent.Packages {
+			out[p.Path] = p.SHA256
+		}
+	}
+	return out
 }

@@ -120,7 +120,11 @@ func Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 			return nil, err
 		}
 	}
-	res, err := uploadRelease(ctx, s, o, m, mdata)
+	known, last := knownObjects(pushedStatePath(o.Cache, s))
+	if c != nil && m.Parent != last {
+		known = withParentObjects(ctx, c, s, o.Controld.Repo, m.Parent, known)
+	}
+	res, err := uploadRelease(ctx, s, o, m, mdata, known)
 	if err != nil {
 		return nil, err
 	}
@@ -159,8 +163,7 @@ func readManifest(path string) ([]byte, *manifest.Manifest, error) {
 }
 
 // uploadRelease uploads the release's missing objects from the tree, then its manifest.
-func uploadRelease(ctx context.Context, s store.Store, o PushOptions, m *manifest.Manifest, mdata []byte) (*PushResult, error) {
-	known := knownObjects(pushedStatePath(o.Cache, s))
+func uploadRelease(ctx context.Context, s store.Store, o PushOptions, m *manifest.Manifest, mdata []byte, known map[string]bool) (*PushResult, error) {
 	sum := sha256.Sum256(mdata)
 	mobj := hex.EncodeToString(sum[:])
 	res := &PushResult{Release: m.ID, Parent: m.Parent, Manifest: mobj, Store: s.String(), DryRun: o.DryRun}
@@ -226,6 +229,28 @@ func treeUploads(m *manifest.Manifest, treeDir string) []Upload {
 	return out
 }
 
+// withParentObjects adds to known the objects of the release m was built on, when
+// controld recorded it: controld records only a release whose objects are all in the
+// store. A fresh CI runner has no record of what it pushed, and would otherwise ask the
+// store about every object of the repository; this costs two requests, whatever its
+// size. Without such a parent, known is returned as it is.
+func withParentObjects(ctx context.Context, c *client.Client, s store.Store, repo, parent string, known map[string]bool) map[string]bool {
+	if parent == "" {
+		return known
+	}
+	pm, err := RecordedManifest(ctx, c, s, repo, parent)
+	if err != nil {
+		return known // not recorded, or unreadable: every object is checked
+	}
+	if known == nil {
+		known = map[string]bool{}
+	}
+	for _, o := range pm.Objects() {
+		known[o.SHA256] = true
+	}
+	return known
+}
+
 // pushedStatePath is where Push keeps the last manifest it pushed to a store: its
 // objects are known to be there, so the next push asks only about new ones.
 func pushedStatePath(cache string, s store.Store) string {
@@ -233,16 +258,16 @@ func pushedStatePath(cache string, s store.Store) string {
 	return filepath.Join(cache, "pushed-"+hex.EncodeToString(h[:8])+".toml")
 }
 
-// knownObjects reads the objects recorded as pushed at path; without a readable record,
-// every object is checked.
-func knownObjects(path string) map[string]bool {
+// knownObjects reads the objects recorded as pushed at path, and the id of the release
+// they make up; without a readable record, every object is checked.
+func knownObjects(path string) (map[string]bool, string) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil
+		return nil, ""
 	}
 	m, err := manifest.Parse(data, path)
 	if err != nil {
-		return nil
+		return nil, ""
 	}
 	known := map[string]bool{}
 	for _, o := range m.Objects() {
@@ -251,5 +276,5 @@ func knownObjects(path string) map[string]bool {
 	// The pushed manifest itself is an object too.
 	s := sha256.Sum256(data)
 	known[hex.EncodeToString(s[:])] = true
-	return known
+	return known, m.ID
 }

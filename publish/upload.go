@@ -156,6 +156,10 @@ func (p *pusher) push(ctx context.Context, u Upload) error {
 // upload streams u's file into the store.
 func (p *pusher) upload(ctx context.Context, u Upload) (bool, error) {
 	f, err := os.Open(u.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, fmt.Errorf("push %s: object %s is neither in the store %s nor in the local tree: its release's parent was never pushed there, or the store lost it (armor store check); push from the machine that has the file",
+			u.Path, u.SHA256, p.s)
+	}
 	if err != nil {
 		return false, fmt.Errorf("push %s: %w", u.Path, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,6 +56,27 @@ type Suite struct {
 	// nothing fails the build: a typo, or .deb files not in place yet, would otherwise
 	// publish a signed release without those packages.
 	AllowEmpty bool `toml:"allow_empty,omitempty"`
+	// Sync makes the suite mirror its input directories: a package whose file is gone is
+	// removed. By default the parent release is the truth and inputs only add packages.
+	Sync bool `toml:"sync,omitempty"`
+	// MaxRemovals is the share of a syncing suite's packages one build may remove
+	// without --allow-removals, in percent ("10%", the default) or "100%" for no limit.
+	MaxRemovals string `toml:"max_removals,omitempty"`
+	// KeepVersions, when positive, keeps only the newest N versions of each package.
+	KeepVersions int `toml:"keep_versions,omitempty"`
+}
+
+// RemovalShare returns MaxRemovals as a share from 0 to 1; 0 when unset.
+func (s Suite) RemovalShare() (float64, error) {
+	if s.MaxRemovals == "" {
+		return 0, nil
+	}
+	num, ok := strings.CutSuffix(strings.TrimSpace(s.MaxRemovals), "%")
+	v, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if !ok || err != nil || v <= 0 || v > 100 {
+		return 0, fmt.Errorf("max_removals %q: use a percentage above 0, at most 100%%, such as \"10%%\"", s.MaxRemovals)
+	}
+	return v / 100, nil
 }
 
 // Signing names the secret key and where its passphrase comes from. The environment
@@ -239,6 +261,15 @@ func (f *File) validate() error {
 			if !slices.Contains(s.Components, comp) {
 				return fmt.Errorf("%s: inputs.%s: component %q is not in components %v", where, comp, comp, s.Components)
 			}
+		}
+		if _, err := s.RemovalShare(); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		if s.MaxRemovals != "" && !s.Sync {
+			return fmt.Errorf("%s: max_removals applies only to a suite with sync = true", where)
+		}
+		if s.KeepVersions < 0 {
+			return fmt.Errorf("%s: keep_versions %d: use a positive number of versions, or leave it out to keep all", where, s.KeepVersions)
 		}
 		if s.ValidFor != "" {
 			if _, err := PositiveDuration(s.ValidFor); err != nil {

@@ -1,0 +1,171 @@
+package gen
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/armor-apt/armor/internal/atomicfile"
+	"github.com/armor-apt/armor/manifest"
+	"golang.org/x/sync/errgroup"
+)
+
+// A build reuses what the tree holds of its parent: Packages stanzas, unchanged indexes,
+// the Release files' sums. A fresh CI runner's tree is empty, and a parent taken from
+// controld is not the release the tree holds; hydrate then fetches the parent's dists/
+// files from the store by hash, so the build proceeds as on the machine that made the
+// parent. Pool files are never fetched: the parent's are in the store already, and the
+// release lists them as they are.
+//
+// The tree marker (treeMarker in the build cache) names the release the tree holds once a
+// build committed it or hydrate completed it. With the marker naming the parent, a file of
+// the right size is trusted, as everywhere else in the build; without it, every file is
+// checked against its digest.
+
+const treeMarker = "tree-release"
+
+// hydrate makes the tree hold prev's dists/ files. Without Options.Fetch it leaves the
+// tree as it is: the build then reads what it needs from its inputs, as it always did.
+func hydrate(ctx context.Context, o *Options, prev *manifest.Manifest) error {
+	if prev == nil {
+		return nil
+	}
+	trusted := readTreeMarker(o) == prev.ID
+	var todo []manifest.File
+	for _, f := range prev.Files {
+		if !strings.HasPrefix(f.Path, "dists/") {
+			continue
+		}
+		if inTree(o.TreeDir, f) && (trusted || fileHas(filepath.Join(o.TreeDir, filepath.FromSlash(f.Path)), f.SHA256)) {
+			continue
+		}
+		todo = append(todo, f)
+	}
+	if len(todo) == 0 {
+		if !trusted {
+			writeTreeMarker(o, prev.ID)
+		}
+		return nil
+	}
+	if o.Fetch == nil {
+		return nil
+	}
+	if err := fetchFiles(ctx, o, prev, todo); err != nil {
+		return err
+	}
+	writeTreeMarker(o, prev.ID)
+	return nil
+}
+
+// fetchFiles writes files of prev into the tree from the store, each object fetched once.
+// A plain Packages index is made from its .gz, which the tree needs anyway, when they
+// agree: it is the largest file of a suite, four or five times its .gz.
+func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo []manifest.File) error {
+	bySum := map[string][]string{} // digest → tree paths
+	var sums []string
+	for _, f := range todo {
+		if bySum[f.SHA256] == nil {
+			sums = append(sums, f.SHA256)
+		}
+		bySum[f.SHA256] = append(bySum[f.SHA256], f.Path)
+	}
+	all := map[string]manifest.File{}
+	for _, f := range prev.Files {
+		all[f.Path] = f
+	}
+	// Plain indexes whose .gz is fetched too are derived from it.
+	derived := map[string]string{} // plain digest → gz digest
+	for _, f := range todo {
+		gz, ok := all[f.Path+".gz"]
+		if strings.HasSuffix(f.Path, "/Packages") && ok && bySum[gz.SHA256] != nil {
+			derived[f.SHA256] = gz.SHA256
+		}
+	}
+	var mu sync.Mutex
+	got := map[string][]byte{}
+	write := func(sum string, data []byte) error {
+		for _, p := range bySum[sum] {
+			dst := filepath.Join(o.TreeDir, filepath.FromSlash(p))
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				return err
+			}
+			if err := atomicfile.WriteFile(dst, data, 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, sum := range sums {
+		if _, ok := derived[sum]; ok {
+			continue
+		}
+		g.Go(func() error {
+			data, err := o.Fetch(gctx, sum)
+			if err != nil {
+				return fmt.Errorf("parent release %s: %s is neither in the tree nor readable from the store: %w", prev.ID, bySum[sum][0], err)
+			}
+			if int64(len(data)) != all[bySum[sum][0]].Size || sha256Hex(data) != sum {
+				return fmt.Errorf("parent release %s: the store's object %s for %s has other contents", prev.ID, sum, bySum[sum][0])
+			}
+			mu.Lock()
+			got[sum] = data
+			mu.Unlock()
+			return write(sum, data)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for plain, gz := range derived {
+		data, err := gunzip(got[gz])
+		if err != nil || sha256Hex(data) != plain {
+			// Not the same content after all: fetch it.
+			if data, err = o.Fetch(ctx, plain); err != nil {
+				return fmt.Errorf("parent release %s: %s is neither in the tree nor readable from the store: %w", prev.ID, bySum[plain][0], err)
+			}
+			if sha256Hex(data) != plain {
+				return fmt.Errorf("parent release %s: the store's object %s for %s has other contents", prev.ID, plain, bySum[plain][0])
+			}
+		}
+		if err := write(plain, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func gunzip(data []byte) ([]byte, error) {
+	r, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(r)
+}
+
+// fileHas reports whether the file at p has the digest sum.
+func fileHas(p, sum string) bool {
+	got, err := fileSHA256(p)
+	return err == nil && got == sum
+}
+
+func readTreeMarker(o *Options) string {
+	data, err := os.ReadFile(filepath.Join(o.CacheDir, treeMarker))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// writeTreeMarker records the release the tree holds. Losing it costs the next build a
+// check of the tree's dists/ files against their digests.
+func writeTreeMarker(o *Options, id string) {
+	_ = atomicfile.WriteFileUnsynced(filepath.Join(o.CacheDir, treeMarker), []byte(id+"\n"), 0o644)
+}
