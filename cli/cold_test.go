@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/armor-apt/armor/internal/testkit/controldtest"
+	"github.com/armor-apt/armor/internal/testkit/synth"
+	"github.com/armor-apt/armor/store"
+)
+
+// TestColdRunnerRequests: a runner with only the checkout and one new .deb builds and
+// pushes with a number of store requests that does not grow with the repository: the
+// same at 1,000 and at 10,000 packages. It fetches the parent's dists/ files, never a
+// pool file, and asks the store about no object of the parent.
+func TestColdRunnerRequests(t *testing.T) {
+	counts := map[int]store.Counts{}
+	for _, n := range []int{1000, 10000} {
+		// The store is in memory, so the workstation's push of every package is quick;
+		// controld checks the same store.
+		mem := store.NewMemory()
+		srv := controldtest.Start(t, mem)
+		tokenFile := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(tokenFile, []byte(srv.Secret+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		site := controldSite{url: srv.URL, tokenFile: tokenFile, client: srv.Client}
+		ws := pushProject{dir: t.TempDir()}
+		ws.cfg = newProject(t, ws.dir, projectOptions{noDebs: true,
+			extra: fmt.Sprintf("\n[controld]\nurl = %q\ntoken_file = %q\n", site.url, site.tokenFile)})
+		if _, err := synth.Write(filepath.Join(ws.dir, "debs"), synth.Options{N: n, Seed: 3, AllEvery: 4}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := runBuild(context.Background(), ws.cfg, buildOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		armorOK(t, "-c", ws.cfg, "repos", "create")
+		if _, err := runPush(context.Background(), ws.cfg, pushOptions{Activate: true, Store: mem}); err != nil {
+			t.Fatal(err)
+		}
+
+		runner := t.TempDir()
+		for _, f := range []string{testConfigName, testManifestName} {
+			data, err := os.ReadFile(filepath.Join(ws.dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(runner, f), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Mkdir(filepath.Join(runner, "debs"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := synth.WriteOne(filepath.Join(runner, "debs"), "coldpkg", "1.0-1", "amd64", ""); err != nil {
+			t.Fatal(err)
+		}
+		cs := store.NewCounting(mem)
+		cfg := filepath.Join(runner, testConfigName)
+		b, err := runBuild(context.Background(), cfg, buildOptions{Store: cs})
+		if err != nil {
+			t.Fatalf("%d packages: cold build: %v", n, err)
+		}
+		if b.Stats.Packages != n+1 || b.Stats.Added != 1 || b.Stats.Removed != 0 {
+			t.Fatalf("%d packages: cold build stats %+v", n, b.Stats)
+		}
+		if _, err := runPush(context.Background(), cfg, pushOptions{Activate: true, Store: cs}); err != nil {
+			t.Fatalf("%d packages: cold push: %v", n, err)
+		}
+		if got := site.active(t); got != b.Release {
+			t.Fatalf("%d packages: active %s, want the cold runner's %s", n, got, b.Release)
+		}
+		counts[n] = cs.Counts()
+		t.Logf("%d packages: cold build and push: %+v (%d requests)", n, counts[n], counts[n].Requests())
+	}
+	small, large := counts[1000], counts[10000]
+	if large.Requests() > small.Requests() || large.Open > small.Open || large.Has > small.Has {
+		t.Errorf("store requests grow with the repository: %+v at 1,000 packages, %+v at 10,000", small, large)
+	}
+}
