@@ -26,9 +26,22 @@ type objects struct {
 }
 
 func storeOf(t testing.TB, tree string, m *manifest.Manifest) *objects {
+	return storeOfPaths(t, tree, m.Paths())
+}
+
+// distsStoreOf is storeOf of the release's dists/ files only: all a build may fetch.
+func distsStoreOf(t testing.TB, tree string, m *manifest.Manifest) *objects {
+	paths := map[string]manifest.Object{}
+	for _, f := range m.Files {
+		paths[f.Path] = manifest.Object{SHA256: f.SHA256, Size: f.Size}
+	}
+	return storeOfPaths(t, tree, paths)
+}
+
+func storeOfPaths(t testing.TB, tree string, paths map[string]manifest.Object) *objects {
 	t.Helper()
 	o := &objects{m: map[string][]byte{}}
-	for p, obj := range m.Paths() {
+	for p, obj := range paths {
 		data, err := os.ReadFile(filepath.Join(tree, filepath.FromSlash(p)))
 		if err != nil {
 			t.Fatal(err)
