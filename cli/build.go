@@ -303,6 +303,9 @@ func printBuild(g *Globals, r *buildResult) error {
 		fmt.Fprintf(w, " (parent %s)", short(r.Parent))
 	}
 	fmt.Fprintf(w, " in %.2fs\n", r.Elapsed)
+	if r.Parent == "" {
+		fmt.Fprintf(w, "  a first release: no manifest to build on (armor build --from-active builds on the release controld serves)\n")
+	}
 	fmt.Fprintf(w, "  packages: %d (%d added or changed, %d removed", s.Packages, s.Added, s.Removed)
 	if s.Copied > 0 {
 		fmt.Fprintf(w, ", %d copied", s.Copied)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/armor-apt/armor/internal/testkit/controldtest"
 	"github.com/armor-apt/armor/internal/testkit/synth"
+	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
 )
 
@@ -79,5 +81,62 @@ func TestColdRunnerRequests(t *testing.T) {
 	small, large := counts[1000], counts[10000]
 	if large.Requests() > small.Requests() || large.Open > small.Open || large.Has > small.Has {
 		t.Errorf("store requests grow with the repository: %+v at 1,000 packages, %+v at 10,000", small, large)
+	}
+}
+
+// TestBuildFromActive: a runner without a manifest builds on controld's active release
+// with --from-active, and its release keeps the active one's packages. Without it, the
+// runner's release is a first release, which push refuses to activate over the active
+// one.
+func TestBuildFromActive(t *testing.T) {
+	site := newControldSite(t)
+	ws := site.project(t)
+	armorOK(t, "-c", ws.cfg, "repos", "create")
+	if _, err := runPush(context.Background(), ws.cfg, pushOptions{Activate: true}); err != nil {
+		t.Fatal(err)
+	}
+	active := site.active(t)
+
+	runner := t.TempDir()
+	data, err := os.ReadFile(ws.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(runner, testConfigName)
+	if err := os.WriteFile(cfg, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(runner, "debs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := synth.WriteOne(filepath.Join(runner, "debs"), "fromactive", "1.0-1", "amd64", ""); err != nil {
+		t.Fatal(err)
+	}
+
+	first, err := runBuild(context.Background(), cfg, buildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Parent != "" || first.Stats.Packages != 1 {
+		t.Fatalf("a runner without a manifest built on %q with %d packages; want a first release of 1", first.Parent, first.Stats.Packages)
+	}
+	_, err = runPush(context.Background(), cfg, pushOptions{Activate: true})
+	var stale *publish.StaleParentError
+	if !errors.As(err, &stale) || site.active(t) != active {
+		t.Fatalf("push of a first release over an active one: %v (active %s); want a StaleParentError and nothing activated", err, site.active(t))
+	}
+
+	res, err := runBuild(context.Background(), cfg, buildOptions{FromActive: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Parent != active || res.Stats.Packages != testPackagesCount+1 || res.Stats.Added != 1 || res.Stats.Removed != 0 {
+		t.Fatalf("build --from-active: parent %s, stats %+v; want parent %s, %d packages, 1 added", res.Parent, res.Stats, active, testPackagesCount+1)
+	}
+	if _, err := runPush(context.Background(), cfg, pushOptions{Activate: true}); err != nil {
+		t.Fatal(err)
+	}
+	if site.active(t) != res.Release {
+		t.Errorf("active %s, want the runner's %s", site.active(t), res.Release)
 	}
 }
