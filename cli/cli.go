@@ -35,7 +35,7 @@ type CLI struct {
 	Key      KeyCmd      `cmd:"" help:"Generate, import, export and list signing keys."`
 	Build    BuildCmd    `cmd:"" help:"Build the signed dists/ + pool/ tree and the release manifest."`
 	Push     PushCmd     `cmd:"" help:"Upload what the store lacks, then record (and activate) the release in controld."`
-	Diff     DiffCmd     `cmd:"" help:"Compare two manifests: packages added, removed, upgraded, downgraded."`
+	Diff     DiffCmd     `cmd:"" help:"Compare two manifests or recorded releases: packages added, removed, upgraded, downgraded."`
 	Verify   VerifyCmd   `cmd:"" help:"Check a tree (directory or URL) the way apt does."`
 	Export   ExportCmd   `cmd:"" help:"Write a release's whole dists/ + pool/ tree from the store into a directory, for a static mirror."`
 	Releases ReleasesCmd `cmd:"" help:"List the releases controld recorded."`
