@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -95,6 +96,9 @@ func runExport(ctx context.Context, cfgPath string, o exportOptions) (*exportRes
 		Store: s, Manifest: m, Dir: o.Dir, Jobs: o.Jobs, Verify: o.Verify, Delete: o.Delete,
 		Progress: newExportBar(o.Progress),
 	})
+	if errors.Is(err, store.ErrNotFound) && o.Release == "" && !o.Active {
+		return nil, fmt.Errorf("%w (a release of a local manifest is in the store once armor push uploaded it)", err)
+	}
 	if err != nil {
 		return nil, err
 	}

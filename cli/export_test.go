@@ -173,7 +173,7 @@ func TestExportMissingObjectCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	armorFails(t, 1, []string{"release " + m.ID, "object " + pkg.SHA256, pkg.Path, "missing from store"}, "-c", p.cfg, "export", dir)
+	armorFails(t, 1, []string{"release " + m.ID, "object " + pkg.SHA256, pkg.Path, "missing from store", "once armor push uploaded it"}, "-c", p.cfg, "export", dir)
 	if _, err := os.Stat(filepath.Join(dir, "dists", testCodename, "InRelease")); err == nil {
 		t.Error("the failed export wrote InRelease")
 	}
