@@ -423,7 +423,9 @@ func (e *exporter) advance(paths int, bytes int64) {
 }
 
 // delete removes the files under Dir/dists and Dir/pool that are not in listed, then
-// the directories left empty there (but not dists and pool themselves).
+// the directories left empty there (but not dists and pool themselves). dists and pool
+// may be symbolic links to directories; a link to a directory below them is left as it
+// is, and not followed.
 func (e *exporter) delete(listed map[string]manifest.Object) error {
 	for _, top := range []string{"dists", "pool"} {
 		// The trailing separator makes a top that is a symbolic link to a directory
@@ -442,6 +444,11 @@ func (e *exporter) delete(listed map[string]manifest.Object) error {
 					dirs = append(dirs, name)
 				}
 				return nil
+			}
+			if d.Type()&fs.ModeSymlink != 0 {
+				if fi, err := os.Stat(name); err == nil && fi.IsDir() {
+					return nil // neither followed (it may lead anywhere) nor removed
+				}
 			}
 			rel, err := filepath.Rel(e.o.Dir, name)
 			if err != nil {

@@ -379,3 +379,111 @@ func writeFile(t *testing.T, name, content string) {
 		t.Fatal(err)
 	}
 }
+
+// putObject stores data in s and returns its object.
+func putObject(t *testing.T, s store.Store, data string) manifest.Object {
+	t.Helper()
+	o := manifest.Object{SHA256: sha256Hex([]byte(data)), Size: int64(len(data))}
+	if _, err := s.Put(context.Background(), o.SHA256, o.Size, strings.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// TestExportSharedObject: a path whose object another path of the directory holds is
+// copied from it when that file is only known by its size, and read from the store when
+// the copy turns out to hold other bytes; a store object of the wrong content is refused.
+func TestExportSharedObject(t *testing.T) {
+	t.Parallel()
+	mem := store.NewMemory()
+	deb := putObject(t, mem, strings.Repeat("deb", 100))
+	other := putObject(t, mem, strings.Repeat("DEB", 100)) // same size
+	main, contrib := "pool/main/x/x_1_all.deb", "pool/contrib/x/x_1_all.deb"
+	m := &manifest.Manifest{ID: "shared", Files: []manifest.File{
+		{Path: contrib, Size: deb.Size, SHA256: deb.SHA256},
+		{Path: main, Size: deb.Size, SHA256: deb.SHA256},
+	}}
+	for _, tc := range []struct {
+		name          string
+		mainHolds     string // what the directory's main path holds first
+		fetched, kept int
+		mainAfter     string
+	}{
+		{"right bytes", strings.Repeat("deb", 100), 0, 1, strings.Repeat("deb", 100)},
+		{"same size, other bytes", strings.Repeat("DEB", 100), 1, 1, strings.Repeat("DEB", 100)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, main), tc.mainHolds)
+			cas := store.NewCounting(mem)
+			r := export(t, cas, m, dir, false, false)
+			if r.Fetched != tc.fetched || r.Kept != tc.kept || r.Linked != 1-tc.fetched || cas.Counts().Open != int64(tc.fetched) {
+				t.Errorf("export: %+v, %d opens", r, cas.Counts().Open)
+			}
+			if got := string(readFileT(t, filepath.Join(dir, contrib))); got != strings.Repeat("deb", 100) {
+				t.Errorf("%s holds %.12q", contrib, got)
+			}
+			if got := string(readFileT(t, filepath.Join(dir, main))); got != tc.mainAfter {
+				t.Errorf("%s holds %.12q, want %.12q (kept on its size)", main, got, tc.mainAfter)
+			}
+		})
+	}
+
+	// The store answers other bytes for the object: refused, nothing written.
+	lying := &manifest.Manifest{ID: "lying", Files: []manifest.File{{Path: "pool/main/y/y_1_all.deb", Size: other.Size, SHA256: deb.SHA256}}}
+	swapped := swapStore{Store: mem, from: deb.SHA256, to: other.SHA256}
+	dir := t.TempDir()
+	_, err := publish.Export(context.Background(), publish.ExportOptions{Store: swapped, Manifest: lying, Dir: dir})
+	if err == nil || !strings.Contains(err.Error(), "sha256 "+other.SHA256) || !strings.Contains(err.Error(), "pool/main/y/y_1_all.deb") {
+		t.Errorf("an object with other bytes: %v", err)
+	}
+	if files := treeFiles(t, dir); len(files) != 0 {
+		t.Errorf("the refused export left %v", files)
+	}
+}
+
+// swapStore answers the object to when asked for from.
+type swapStore struct {
+	store.Store
+	from, to string
+}
+
+func (s swapStore) Open(ctx context.Context, sum string, offset, length int64) (io.ReadCloser, error) {
+	if sum == s.from {
+		sum = s.to
+	}
+	return s.Store.Open(ctx, sum, offset, length)
+}
+
+// TestExportDeleteThroughLink: --delete walks a pool/ that is a symbolic link to another
+// directory, removing what the release does not list there, and leaves the link; a link
+// to a directory below pool/ is neither removed nor followed.
+func TestExportDeleteThroughLink(t *testing.T) {
+	t.Parallel()
+	mem := store.NewMemory()
+	deb := putObject(t, mem, "a package")
+	m := &manifest.Manifest{ID: "linked", Files: []manifest.File{{Path: "pool/main/a/a_1_all.deb", Size: deb.Size, SHA256: deb.SHA256}}}
+	dir, disk := t.TempDir(), t.TempDir()
+	if err := os.Symlink(disk, filepath.Join(dir, "pool")); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(disk, "main/s/stray.deb"), "stray")
+	elsewhere := t.TempDir()
+	writeFile(t, filepath.Join(elsewhere, "precious"), "mine")
+	if err := os.Symlink(elsewhere, filepath.Join(disk, "main", "z")); err != nil {
+		t.Fatal(err)
+	}
+	r := export(t, mem, m, dir, false, true)
+	if _, err := os.Stat(filepath.Join(disk, "main", "z", "precious")); err != nil {
+		t.Errorf("--delete removed a link to a directory below pool/, or what it leads to: %v", err)
+	}
+	if !slices.Equal(r.Deleted, []string{"pool/main/s/stray.deb"}) {
+		t.Errorf("deleted %v", r.Deleted)
+	}
+	if got := treeFiles(t, disk); !slices.Equal(got, []string{"main/a/a_1_all.deb", "main/z"}) {
+		t.Errorf("the linked pool holds %v", got)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "pool")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("pool is no longer the link: %v %v", fi, err)
+	}
+}
