@@ -396,6 +396,7 @@ func (e *exporter) copyChecked(w io.Writer, r io.Reader, o manifest.Object, mism
 	}
 	got := store.Info{SHA256: hex.EncodeToString(h.Sum(nil)), Size: n}
 	if got.Size != o.Size || got.SHA256 != o.SHA256 {
+		e.advance(0, -n) // not written after all
 		return mismatch(got)
 	}
 	e.advance(1, 0)

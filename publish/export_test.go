@@ -126,11 +126,19 @@ func checkExported(t *testing.T, m *manifest.Manifest, dir, tree string) {
 	}
 }
 
+// export exports m into dir, and checks that its progress ends with every path and
+// byte it had to write written.
 func export(t *testing.T, s store.Store, m *manifest.Manifest, dir string, verify, del bool) *publish.ExportReport {
 	t.Helper()
-	r, err := publish.Export(context.Background(), publish.ExportOptions{Store: s, Manifest: m, Dir: dir, Jobs: 4, Verify: verify, Delete: del})
+	var mu sync.Mutex
+	var last publish.ExportProgress
+	r, err := publish.Export(context.Background(), publish.ExportOptions{Store: s, Manifest: m, Dir: dir, Jobs: 4, Verify: verify, Delete: del,
+		Progress: func(p publish.ExportProgress) { mu.Lock(); last = p; mu.Unlock() }})
 	if err != nil {
 		t.Fatalf("export of %.12s: %v", m.ID, err)
+	}
+	if written := r.Paths - r.Kept; last.PathsDone != written || last.PathsTotal != written || last.BytesDone != last.BytesTotal {
+		t.Errorf("export of %.12s wrote %d paths; its last progress was %+v", m.ID, written, last)
 	}
 	return r
 }
