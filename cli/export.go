@@ -105,8 +105,8 @@ func runExport(ctx context.Context, cfgPath string, o exportOptions) (*exportRes
 	return &exportResult{ExportReport: rep, From: from, Elapsed: time.Since(start).Seconds()}, nil
 }
 
-// exportDir refuses to export into the tree armor build writes: a release exported there
-// would replace the tree the next build starts from.
+// exportDir refuses to export into the tree armor build writes (symbolic links
+// followed): a release exported there would replace the tree the next build starts from.
 func exportDir(cfg *config.File, dir string) error {
 	tree, err := filepath.Abs(cfg.Resolve(cfg.Output.Tree))
 	if err != nil {
@@ -115,6 +115,12 @@ func exportDir(cfg *config.File, dir string) error {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return err
+	}
+	if r, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = r
+	}
+	if r, err := filepath.EvalSymlinks(tree); err == nil {
+		tree = r
 	}
 	if abs == tree {
 		return &exitError{exitUsage, fmt.Errorf("export %s: that is the tree armor build writes ([output] tree in %s); export into another directory", dir, cfg.Path)}

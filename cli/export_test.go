@@ -73,6 +73,7 @@ func TestExportCommand(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "mirror")
 
 	out := armorOK(t, "-c", p.cfg, "export", dir)
+	t.Logf("armor export:\n%s", out)
 	want := "fetched " + strconv.Itoa(len(m1.Objects())) + " object(s)"
 	for _, w := range []string{"exported release " + m1.ID[:12], want, "linked " + strconv.Itoa(len(m1.Paths())-len(m1.Objects())), "kept 0"} {
 		if !strings.Contains(out, w) {
@@ -155,6 +156,11 @@ func TestExportCommand(t *testing.T) {
 	armorFails(t, 1, []string{"release deadbeef00", "no recorded release", "repository test"}, "-c", p.cfg, "export", dir, "--release", "deadbeef00")
 	armorFails(t, 2, []string{`release "abc"`, "at least 8"}, "-c", p.cfg, "export", dir, "--release", "abc")
 	armorFails(t, 2, []string{"the tree armor build writes"}, "-c", p.cfg, "export", p.tree())
+	link := filepath.Join(t.TempDir(), "tree")
+	if err := os.Symlink(p.tree(), link); err != nil {
+		t.Fatal(err)
+	}
+	armorFails(t, 2, []string{"the tree armor build writes"}, "-c", p.cfg, "export", link)
 	r := armor(t, "-c", p.cfg, "export", dir, "--release", m2.ID, "--active")
 	if r.code != 2 {
 		t.Errorf("export --release --active: want a usage error, got %s", r)
