@@ -38,8 +38,9 @@ type CLI struct {
 	Remove   RemoveCmd   `cmd:"" help:"Build a release without some of the parent's packages."`
 	Copy     CopyCmd     `cmd:"" help:"Build a release that lists packages of one suite in another (promotion)."`
 	Push     PushCmd     `cmd:"" help:"Upload what the store lacks, then record (and activate) the release in controld."`
-	Diff     DiffCmd     `cmd:"" help:"Compare two manifests: packages added, removed, upgraded, downgraded."`
+	Diff     DiffCmd     `cmd:"" help:"Compare two manifests or recorded releases: packages added, removed, upgraded, downgraded."`
 	Verify   VerifyCmd   `cmd:"" help:"Check a tree (directory or URL) the way apt does."`
+	Export   ExportCmd   `cmd:"" help:"Write a release's whole dists/ + pool/ tree from the store into a directory, for a static mirror."`
 	Releases ReleasesCmd `cmd:"" help:"List the releases controld recorded."`
 	Activate ActivateCmd `cmd:"" help:"Make a recorded release the active one."`
 	Rollback RollbackCmd `cmd:"" help:"Re-activate the previously active release."`

@@ -740,7 +740,10 @@ func TestDiff(t *testing.T) {
 	if strings.TrimSpace(out) != "[]" {
 		t.Errorf("diff --json of a manifest with itself: %s", out)
 	}
-	armorFails(t, 1, []string{"two manifests"}, "diff", oldManifest)
+	// One manifest: against the working manifest.
+	if one := armorOK(t, "-c", cfg, "diff", oldManifest); one != armorOK(t, "diff", oldManifest, newManifest) {
+		t.Errorf("diff OLD differs from diff OLD WORKING:\n%s", one)
+	}
 	armorFails(t, 1, []string{"missing.toml"}, "diff", oldManifest, filepath.Join(proj, "missing.toml"))
 }
 
