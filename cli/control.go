@@ -177,6 +177,7 @@ type ActivateCmd struct {
 	ControlFlags
 	ID     string `arg:"" help:"Release id (or a unique prefix of it)."`
 	Expect string `help:"The release you expect to be active now (default: whatever is active when the command starts)."`
+	Force  bool   `help:"Activate the release even if it, or a release it is built on, was rolled back: re-activate it knowingly."`
 }
 
 // Run activates.
@@ -185,7 +186,7 @@ func (c *ActivateCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	a, err := publish.Activate(g.ctx, cl, repo, c.ID, c.Expect)
+	a, err := publish.Activate(g.ctx, cl, repo, c.ID, c.Expect, c.Force)
 	if err != nil {
 		return err
 	}

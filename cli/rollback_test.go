@@ -1,0 +1,218 @@
+package cli
+
+// Tests of armor rollback and what follows it, with the armor binary against a controld
+// in process over a local directory store: a push of the rolled-back release, or of a
+// release built on it, is refused with exit status 4 until --force; the local manifest
+// follows the active release, so the next build starts from it.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/armor-apt/armor/publish"
+	"github.com/armor-apt/armor/store"
+)
+
+// activeManifest returns the bytes of the active release's manifest object.
+func (s controldSite) activeManifest(t *testing.T) []byte {
+	t.Helper()
+	ctx := context.Background()
+	st, err := s.client.Status(ctx, "test")
+	if err != nil || st.Active == nil {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+	cas, err := store.OpenRclone(ctx, s.remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := publish.FetchObject(ctx, cas, st.Active.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// pushBinary runs armor push (with args) as a separate process.
+func pushBinary(t *testing.T, bin string, p pushProject, args ...string) result {
+	t.Helper()
+	r, err := runBinary(bin, append([]string{"-c", p.cfg, "push"}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// checkRolledBack fails unless r is a push refused with exit status 4 because rolled
+// was rolled back (release itself, or the release it was built on), with a message
+// naming both and the two ways on.
+func checkRolledBack(t *testing.T, r result, release, rolled string) {
+	t.Helper()
+	if r.code != exitRolledBack {
+		t.Fatalf("push of %.12s after %.12s was rolled back: want exit %d, got %s", release, rolled, exitRolledBack, r)
+	}
+	what := "release " + release[:12] + " was rolled back at "
+	if release != rolled {
+		what = "release " + release[:12] + " is built on release " + rolled[:12] + ", which was rolled back at "
+	}
+	for _, want := range []string{what, " by root ", "run armor build again", "armor push --force", "nothing was activated"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("the refused push's message lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if !strings.Contains(r.stdout, "not activated in controld") || strings.Contains(r.stdout, "recorded and activated") {
+		t.Errorf("the refused push's report:\n%s", r.stdout)
+	}
+}
+
+// TestRollbackRefusesRepush: push A, push B, roll back. The local manifest is then the
+// active release's; pushing B again (its parent is active again after a pointer
+// rollback) or a release built on B exits 4 and activates nothing; push --json says
+// rolled_back; push --force re-activates B; after a re-signed rollback a build starts
+// from the active release and its push activates.
+func TestRollbackRefusesRepush(t *testing.T) {
+	t.Parallel()
+	bin := armorBinary(t)
+	for _, pointerOnly := range []bool{true, false} {
+		t.Run(fmt.Sprintf("pointer-only=%v", pointerOnly), func(t *testing.T) {
+			t.Parallel()
+			site := newControldSite(t)
+			p := site.project(t)
+			armorOK(t, "-c", p.cfg, "repos", "create")
+			if r := pushBinary(t, bin, p); r.code != 0 {
+				t.Fatalf("push of A: %s", r)
+			}
+			a := site.active(t)
+			aManifest := readFileT(t, p.manifestPath())
+			b := p.add(t, "alpha").Release
+			if r := pushBinary(t, bin, p); r.code != 0 || site.active(t) != b {
+				t.Fatalf("push of B: %s", r)
+			}
+			bProject := p.clone(t) // a checkout that still has B's manifest
+
+			args := []string{"-c", p.cfg, "rollback"}
+			if pointerOnly {
+				args = append(args, "--pointer-only")
+			}
+			out := armorOK(t, args...)
+			active := site.active(t)
+			switch {
+			case pointerOnly && active != a:
+				t.Fatalf("after rollback --pointer-only %.12s is active, want A %.12s", active, a)
+			case !pointerOnly && (active == a || active == b):
+				t.Fatalf("after armor rollback %.12s is active, want a re-signed release", active)
+			}
+			local := readFileT(t, p.manifestPath())
+			if !bytes.Equal(local, site.activeManifest(t)) {
+				t.Fatalf("after armor rollback the local manifest is not the active release's:\n%s", out)
+			}
+			if pointerOnly && !bytes.Equal(local, aManifest) {
+				t.Errorf("after rollback --pointer-only the local manifest is not A's")
+			}
+			for _, want := range []string{"local manifest " + p.manifestPath() + " now holds the active release " + active[:12],
+				"release " + b[:12] + " is marked rolled back"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("rollback output lacks %q:\n%s", want, out)
+				}
+			}
+
+			// B again: refused, nothing activated.
+			checkRolledBack(t, pushBinary(t, bin, bProject), b, b)
+			r, res, err := pushJSON(bin, bProject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.code != exitRolledBack || res.Outcome != outcomeRolledBack || res.RolledBack != b || res.Activated {
+				t.Errorf("push --json of B: exit %d, %+v", r.code, res)
+			}
+			// A release built on B: refused as such, not as a stale parent.
+			onB := bProject.clone(t)
+			c := onB.add(t, "beta").Release
+			checkRolledBack(t, pushBinary(t, bin, onB), c, b)
+			if got := site.active(t); got != active {
+				t.Fatalf("active after the refused pushes: %.12s, want %.12s", got, active)
+			}
+
+			if pointerOnly {
+				// --force re-activates B knowingly.
+				if r := pushBinary(t, bin, bProject, "--force"); r.code != 0 || site.active(t) != b {
+					t.Fatalf("push --force of B: %s", r)
+				}
+				return
+			}
+			// The next build starts from the active release, and its push activates.
+			d := p.add(t, "gamma")
+			if d.Parent != active {
+				t.Fatalf("the build after armor rollback is built on %.12s, want the active %.12s", d.Parent, active)
+			}
+			if r := pushBinary(t, bin, p); r.code != 0 || site.active(t) != d.Release {
+				t.Fatalf("push of the build after the rollback: %s", r)
+			}
+		})
+	}
+}
+
+// TestRollbackLocalManifestLeft: when the store cannot give the active release's
+// manifest, the rollback still stands, exits 0, and says that the local manifest was
+// left as it was and what to do about it; --json says the same.
+func TestRollbackLocalManifestLeft(t *testing.T) {
+	t.Parallel()
+	bin := armorBinary(t)
+	site := newControldSite(t)
+	p := site.project(t)
+	armorOK(t, "-c", p.cfg, "repos", "create")
+	if r := pushBinary(t, bin, p); r.code != 0 {
+		t.Fatalf("push of A: %s", r)
+	}
+	a := site.active(t)
+	p.add(t, "alpha")
+	if r := pushBinary(t, bin, p); r.code != 0 {
+		t.Fatalf("push of B: %s", r)
+	}
+	before := readFileT(t, p.manifestPath())
+	// The project now names an empty store.
+	cfg := readFileT(t, p.cfg)
+	empty := t.TempDir()
+	cfg = bytes.Replace(cfg, []byte(fmt.Sprintf("remote = %q", site.remote)), []byte(fmt.Sprintf("remote = %q", empty)), 1)
+	if err := os.WriteFile(p.cfg, cfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := runBinary(bin, "--json", "-c", p.cfg, "rollback", "--pointer-only")
+	if err != nil || r.code != 0 {
+		t.Fatalf("rollback with an empty store: %v %s", err, r)
+	}
+	var out rollbackResult
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Activation == nil {
+		t.Fatalf("rollback --json: %v\n%s", err, r.stdout)
+	}
+	lm := out.LocalManifest
+	if out.To != a || lm.Written || lm.Release != a || lm.Path != p.manifestPath() || !strings.Contains(lm.Left, empty) {
+		t.Errorf("rollback --json: to %.12s, local manifest %+v; want to A, not written, naming the store", out.To, lm)
+	}
+	if site.active(t) != a {
+		t.Errorf("the rollback did not stand")
+	}
+	if !bytes.Equal(readFileT(t, p.manifestPath()), before) {
+		t.Errorf("the local manifest changed")
+	}
+	if _, err := os.Stat(filepath.Join(p.dir, testManifestName+".tmp")); err == nil {
+		t.Errorf("a temporary manifest was left")
+	}
+
+	// As text, after another rollback state: push B again, roll back again.
+	if r := pushBinary(t, bin, p, "--force"); r.code != 0 {
+		t.Fatalf("push --force of B: %s", r)
+	}
+	text := armorOK(t, "-c", p.cfg, "rollback", "--pointer-only")
+	for _, want := range []string{"local manifest " + p.manifestPath() + " NOT updated", empty,
+		"before the next armor build, put the manifest of the active release " + a[:12] + " there"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("rollback output lacks %q:\n%s", want, text)
+		}
+	}
+}
