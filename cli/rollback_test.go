@@ -216,3 +216,71 @@ func TestRollbackLocalManifestLeft(t *testing.T) {
 		}
 	}
 }
+
+// TestActivateRolledBack: armor activate of a rolled-back release, and a second rollback
+// in a row (pointer-only or re-signed), which would bring it back, exit 4 and activate
+// nothing; armor activate --force does it knowingly; activating an older release by hand
+// marks the one it replaces as a rollback does.
+func TestActivateRolledBack(t *testing.T) {
+	t.Parallel()
+	bin := armorBinary(t)
+	site := newControldSite(t)
+	p := site.project(t)
+	armorOK(t, "-c", p.cfg, "repos", "create")
+	if r := pushBinary(t, bin, p); r.code != 0 {
+		t.Fatalf("push of A: %s", r)
+	}
+	a := site.active(t)
+	b := p.add(t, "alpha").Release
+	if r := pushBinary(t, bin, p); r.code != 0 {
+		t.Fatalf("push of B: %s", r)
+	}
+	bProject := p.clone(t)
+	armorOK(t, "-c", p.cfg, "rollback", "--pointer-only")
+
+	armorFails(t, exitRolledBack, []string{"release " + b[:12] + " was rolled back at ", "armor activate --force " + b[:12], "nothing was activated"},
+		"-c", p.cfg, "activate", b[:12])
+	for _, args := range [][]string{{"rollback", "--pointer-only"}, {"rollback"}} {
+		armorFails(t, exitRolledBack, []string{"release " + b[:12] + " was rolled back at ", "rolling back again would re-activate it: armor activate --force " + b[:12]},
+			append([]string{"-c", p.cfg}, args...)...)
+	}
+	if got := site.active(t); got != a {
+		t.Fatalf("active after the refusals: %.12s, want A %.12s", got, a)
+	}
+	if out := armorOK(t, "-c", p.cfg, "activate", "--force", b[:12]); !strings.Contains(out, "activated "+b[:12]) {
+		t.Errorf("activate --force: %s", out)
+	}
+	if got := site.active(t); got != b {
+		t.Fatalf("active after activate --force: %.12s, want B %.12s", got, b)
+	}
+
+	// A by hand, over B: B is rolled back again, and a push of it is refused.
+	armorOK(t, "-c", p.cfg, "activate", a[:12])
+	checkRolledBack(t, pushBinary(t, bin, bProject), b, b)
+	var rels []struct {
+		ID         string `json:"id"`
+		RolledBack *struct {
+			ReplacedBy string `json:"replaced_by"`
+		} `json:"rolled_back"`
+	}
+	if err := json.Unmarshal([]byte(armorOK(t, "--json", "-c", p.cfg, "releases", "list")), &rels); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rels {
+		if marked := r.RolledBack != nil; marked != (r.ID == b) || marked && r.RolledBack.ReplacedBy != a {
+			t.Errorf("releases list --json: %.12s rolled_back %+v; want only B, replaced by A", r.ID, r.RolledBack)
+		}
+	}
+}
+
+// TestRolledBackExitDocumented: armor --help and armor push --help document exit 4.
+func TestRolledBackExitDocumented(t *testing.T) {
+	unwrap := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	if help := unwrap(armorOK(t, "--help")); !strings.Contains(help, fmt.Sprintf("%d an activation (push, activate, rollback) refused because the release, or one it is built on, was rolled back", exitRolledBack)) {
+		t.Errorf("armor --help does not document exit status %d:\n%s", exitRolledBack, help)
+	}
+	if help := unwrap(armorOK(t, "push", "--help")); !strings.Contains(help, fmt.Sprintf("%d when it was refused because it, or a release it is built on, was rolled back", exitRolledBack)) ||
+		!strings.Contains(help, "--force") {
+		t.Errorf("armor push --help does not document exit status %d and --force:\n%s", exitRolledBack, help)
+	}
+}
