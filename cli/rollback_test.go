@@ -56,11 +56,12 @@ func checkRolledBack(t *testing.T, r result, release, rolled string) {
 	if r.code != exitRolledBack {
 		t.Fatalf("push of %.12s after %.12s was rolled back: want exit %d, got %s", release, rolled, exitRolledBack, r)
 	}
-	what := "release " + release[:12] + " was rolled back at "
+	what, force := "release "+release[:12]+" was rolled back at ", "armor push --force"
 	if release != rolled {
 		what = "release " + release[:12] + " is built on release " + rolled[:12] + ", which was rolled back at "
+		force = "armor activate --force " + rolled[:12] + ", then push again"
 	}
-	for _, want := range []string{what, " by root ", "run armor build again", "armor push --force", "nothing was activated"} {
+	for _, want := range []string{what, " by root ", "run armor build again", force, "nothing was activated"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("the refused push's message lacks %q:\n%s", want, r.stderr)
 		}
@@ -70,90 +71,102 @@ func checkRolledBack(t *testing.T, r result, release, rolled string) {
 	}
 }
 
-// TestRollbackRefusesRepush: push A, push B, roll back. The local manifest is then the
-// active release's; pushing B again (its parent is active again after a pointer
-// rollback) or a release built on B exits 4 and activates nothing; push --json says
-// rolled_back; push --force re-activates B; after a re-signed rollback a build starts
-// from the active release and its push activates.
+// TestRollbackRefusesRepush: push A, push B, roll back (pointer-only, or re-signed).
+// The local manifest is then the active release's; pushing B again (after a pointer
+// rollback its parent is active again) or a release built on B exits 4 and activates
+// nothing, and push --json says rolled_back. Then either push --force re-activates B
+// (over the re-signed release, after a re-signed rollback), or a build starts from the
+// active release and its push activates.
 func TestRollbackRefusesRepush(t *testing.T) {
 	t.Parallel()
 	bin := armorBinary(t)
 	for _, pointerOnly := range []bool{true, false} {
-		t.Run(fmt.Sprintf("pointer-only=%v", pointerOnly), func(t *testing.T) {
-			t.Parallel()
-			site := newControldSite(t)
-			p := site.project(t)
-			armorOK(t, "-c", p.cfg, "repos", "create")
-			if r := pushBinary(t, bin, p); r.code != 0 {
-				t.Fatalf("push of A: %s", r)
-			}
-			a := site.active(t)
-			aManifest := readFileT(t, p.manifestPath())
-			b := p.add(t, "alpha").Release
-			if r := pushBinary(t, bin, p); r.code != 0 || site.active(t) != b {
-				t.Fatalf("push of B: %s", r)
-			}
-			bProject := p.clone(t) // a checkout that still has B's manifest
+		for _, then := range []string{"force", "build"} {
+			t.Run(fmt.Sprintf("pointer-only=%v/%s", pointerOnly, then), func(t *testing.T) {
+				t.Parallel()
+				rollbackThen(t, bin, pointerOnly, then)
+			})
+		}
+	}
+}
 
-			args := []string{"-c", p.cfg, "rollback"}
-			if pointerOnly {
-				args = append(args, "--pointer-only")
-			}
-			out := armorOK(t, args...)
-			active := site.active(t)
-			switch {
-			case pointerOnly && active != a:
-				t.Fatalf("after rollback --pointer-only %.12s is active, want A %.12s", active, a)
-			case !pointerOnly && (active == a || active == b):
-				t.Fatalf("after armor rollback %.12s is active, want a re-signed release", active)
-			}
-			local := readFileT(t, p.manifestPath())
-			if !bytes.Equal(local, site.activeManifest(t)) {
-				t.Fatalf("after armor rollback the local manifest is not the active release's:\n%s", out)
-			}
-			if pointerOnly && !bytes.Equal(local, aManifest) {
-				t.Errorf("after rollback --pointer-only the local manifest is not A's")
-			}
-			for _, want := range []string{"local manifest " + p.manifestPath() + " now holds the active release " + active[:12],
-				"release " + b[:12] + " is marked rolled back"} {
-				if !strings.Contains(out, want) {
-					t.Errorf("rollback output lacks %q:\n%s", want, out)
-				}
-			}
+func rollbackThen(t *testing.T, bin string, pointerOnly bool, then string) {
+	site := newControldSite(t)
+	p := site.project(t)
+	armorOK(t, "-c", p.cfg, "repos", "create")
+	if r := pushBinary(t, bin, p); r.code != 0 {
+		t.Fatalf("push of A: %s", r)
+	}
+	a := site.active(t)
+	aManifest := readFileT(t, p.manifestPath())
+	b := p.add(t, "alpha").Release
+	if r := pushBinary(t, bin, p); r.code != 0 || site.active(t) != b {
+		t.Fatalf("push of B: %s", r)
+	}
+	bProject := p.clone(t) // a checkout that still has B's manifest
 
-			// B again: refused, nothing activated.
-			checkRolledBack(t, pushBinary(t, bin, bProject), b, b)
-			r, res, err := pushJSON(bin, bProject)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r.code != exitRolledBack || res.Outcome != outcomeRolledBack || res.RolledBack != b || res.Activated {
-				t.Errorf("push --json of B: exit %d, %+v", r.code, res)
-			}
-			// A release built on B: refused as such, not as a stale parent.
-			onB := bProject.clone(t)
-			c := onB.add(t, "beta").Release
-			checkRolledBack(t, pushBinary(t, bin, onB), c, b)
-			if got := site.active(t); got != active {
-				t.Fatalf("active after the refused pushes: %.12s, want %.12s", got, active)
-			}
+	args := []string{"-c", p.cfg, "rollback"}
+	if pointerOnly {
+		args = append(args, "--pointer-only")
+	}
+	out := armorOK(t, args...)
+	active := site.active(t)
+	switch {
+	case pointerOnly && active != a:
+		t.Fatalf("after rollback --pointer-only %.12s is active, want A %.12s", active, a)
+	case !pointerOnly && (active == a || active == b):
+		t.Fatalf("after armor rollback %.12s is active, want a re-signed release", active)
+	}
+	local := readFileT(t, p.manifestPath())
+	if !bytes.Equal(local, site.activeManifest(t)) {
+		t.Fatalf("after armor rollback the local manifest is not the active release's:\n%s", out)
+	}
+	if pointerOnly && !bytes.Equal(local, aManifest) {
+		t.Errorf("after rollback --pointer-only the local manifest is not A's")
+	}
+	for _, want := range []string{"local manifest " + p.manifestPath() + " now holds the active release " + active[:12],
+		"release " + b[:12] + " is marked rolled back"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("rollback output lacks %q:\n%s", want, out)
+		}
+	}
 
-			if pointerOnly {
-				// --force re-activates B knowingly.
-				if r := pushBinary(t, bin, bProject, "--force"); r.code != 0 || site.active(t) != b {
-					t.Fatalf("push --force of B: %s", r)
-				}
-				return
-			}
-			// The next build starts from the active release, and its push activates.
-			d := p.add(t, "gamma")
-			if d.Parent != active {
-				t.Fatalf("the build after armor rollback is built on %.12s, want the active %.12s", d.Parent, active)
-			}
-			if r := pushBinary(t, bin, p); r.code != 0 || site.active(t) != d.Release {
-				t.Fatalf("push of the build after the rollback: %s", r)
-			}
-		})
+	// B again: refused, nothing activated.
+	checkRolledBack(t, pushBinary(t, bin, bProject), b, b)
+	r, res, err := pushJSON(bin, bProject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.code != exitRolledBack || res.Outcome != outcomeRolledBack || res.RolledBack != b || res.Activated {
+		t.Errorf("push --json of B: exit %d, %+v", r.code, res)
+	}
+	// A release built on B: refused as such, not as a stale parent.
+	onB := bProject.clone(t)
+	c := onB.add(t, "beta").Release
+	checkRolledBack(t, pushBinary(t, bin, onB), c, b)
+	if got := site.active(t); got != active {
+		t.Fatalf("active after the refused pushes: %.12s, want %.12s", got, active)
+	}
+
+	switch then {
+	case "force":
+		// --force re-activates B knowingly.
+		if r := pushBinary(t, bin, bProject, "--force"); r.code != 0 || site.active(t) != b || !strings.Contains(r.stdout, "recorded and activated") {
+			t.Fatalf("push --force of B: %s", r)
+		}
+		// Then the release built on B pushes as any other.
+		if r := pushBinary(t, bin, onB); r.code != 0 || site.active(t) != c {
+			t.Fatalf("push of the release built on B after B was forced back: %s", r)
+		}
+	case "build":
+		// The next build starts from the active release, and its push activates.
+		d := p.add(t, "gamma")
+		if d.Parent != active {
+			t.Fatalf("the build after armor rollback is built on %.12s, want the active %.12s", d.Parent, active)
+		}
+		if r := pushBinary(t, bin, p); r.code != 0 || site.active(t) != d.Release {
+			t.Fatalf("push of the build after the rollback: %s", r)
+		}
 	}
 }
 

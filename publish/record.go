@@ -22,7 +22,8 @@ type RecordOptions struct {
 	// (compare-and-swap on the parent).
 	Activate bool
 	// Force activates the release even if it, or a release it is built on, was rolled
-	// back (which is otherwise a *RolledBackError).
+	// back (which is otherwise a *RolledBackError). A release that a re-signed rollback
+	// replaced is activated over the release that rollback activated, while it is active.
 	Force bool
 }
 
@@ -56,6 +57,11 @@ func Record(ctx context.Context, c *client.Client, o RecordOptions) (activated b
 		if ae.Active == o.Release {
 			return true, nil
 		}
+		if o.Force {
+			if activated, undone, err := undoRollback(ctx, c, o, ae.Active); undone {
+				return activated, err
+			}
+		}
 		return false, &StaleParentError{URL: o.URL, Repo: o.Repo, Release: o.Release, Parent: o.Parent, Active: ae.Active, Err: err}
 	case errors.Is(err, client.ErrInvalid) && o.Parent == "":
 		// controld checks a new release's parent before the compare-and-swap, so a first
@@ -66,6 +72,23 @@ func Record(ctx context.Context, c *client.Client, o RecordOptions) (activated b
 		}
 	}
 	return false, controldError(o.URL, o.Repo, err)
+}
+
+// undoRollback re-activates, with Force, a release that a re-signed rollback replaced,
+// in place of the release that rollback activated (whose parent is the rolled-back
+// release, so the compare-and-swap on the rolled-back release's own parent cannot
+// pass). It does so only while that rollback's release is still active, so nothing that
+// came after it is replaced. undone reports whether it applied.
+func undoRollback(ctx context.Context, c *client.Client, o RecordOptions, active string) (activated, undone bool, err error) {
+	rel, err := c.Release(ctx, o.Repo, o.Release)
+	if err != nil || rel.RolledBack == nil || rel.RolledBack.ReplacedBy != active {
+		return false, false, nil
+	}
+	rr, err := c.Record(ctx, o.Repo, api.RecordRequest{Manifest: o.Manifest, Activate: true, ExpectActive: active, Force: true})
+	if err != nil {
+		return false, true, controldError(o.URL, o.Repo, err)
+	}
+	return rr.Activation != nil, true, nil
 }
 
 // StaleParentError is a push refused because the release it was built on (its parent)
@@ -187,7 +210,11 @@ func (e *RolledBackError) Error() string {
 	var advice string
 	switch e.Op {
 	case OpPush:
-		advice = "a push does not re-activate a rolled-back release, nor activate one built on it: to move on, run armor build again (after armor rollback the local manifest follows the active release) and push that; to re-activate it knowingly, armor push --force"
+		advice = "a push does not re-activate a rolled-back release: to move on, run armor build again (after armor rollback the local manifest follows the active release) and push that; to re-activate it knowingly, armor push --force"
+		if rb.Release != e.Release {
+			advice = fmt.Sprintf("a push does not activate a release built on a rolled-back one: to move on, run armor build again (after armor rollback the local manifest follows the active release) and push that; to take %s back knowingly, armor activate --force %s, then push again",
+				short(rb.Release), short(rb.Release))
+		}
 	case OpRollback:
 		advice = fmt.Sprintf("rolling back again would re-activate it: armor activate --force %s to do so knowingly, or armor activate the release you want", short(rb.Release))
 	default:

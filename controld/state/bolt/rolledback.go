@@ -189,12 +189,18 @@ func markRolledBack(tx *bbolt.Tx, repo, from, to string, rollback bool, by strin
 
 // rolledBackFlip applies the rollback marks to a flip from current to f.To, before it
 // is written: a rollback to a marked release is refused unless forced, a forced flip
-// clears the marks of what it activates, and what the flip rolls back is marked.
+// clears the marks of what it activates, and what the flip rolls back is marked. A
+// forced flip that is not a rollback marks nothing: it undoes a rollback knowingly (the
+// release a re-signed rollback activated is a child of the one it rolled back, and must
+// not be marked as if the flip skipped it).
 func rolledBackFlip(tx *bbolt.Tx, repo string, f state.Flip, current string) error {
 	switch {
 	case f.Force:
 		if err := clearRolledBack(tx, repo, f.To); err != nil {
 			return err
+		}
+		if !f.Rollback {
+			return nil
 		}
 	case f.Rollback:
 		if err := checkRolledBack(tx, repo, f.To, current); err != nil {

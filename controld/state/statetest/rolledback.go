@@ -116,4 +116,20 @@ func testRolledBack(t *testing.T, st state.Store) {
 	}
 	_, err = st.Activate(ctx, state.Flip{Repository: "a", To: four.ID, Expect: one.ID, By: "ci", At: at})
 	wantRolledBack(t, err, four.ID, four.ID)
+	// Forced back to four: four, three and two are unmarked; five (not under four) stays
+	// marked; one, which the forced flip deactivates, is not marked.
+	must(st.Activate(ctx, state.Flip{Repository: "a", To: four.ID, Expect: one.ID, Force: true, By: "ops", At: at}))(t)
+	if m := marked(t, st, "a"); len(m) != 1 || m[five.ID].Release != five.ID {
+		t.Errorf("marks after forcing four back: %+v, want five only", m)
+	}
+	// Undoing the re-published rollback by force (three over four, its child) does not
+	// mark four, so rolling back from three reaches four again.
+	must(st.Activate(ctx, state.Flip{Repository: "a", To: three.ID, Expect: four.ID, Force: true, By: "ops", At: at}))(t)
+	if _, ok := marked(t, st, "a")[four.ID]; ok {
+		t.Errorf("four is marked after three was forced over it")
+	}
+	a := must(st.Activate(ctx, state.Flip{Repository: "a", Expect: three.ID, Rollback: true, By: "ops", At: at}))(t)
+	if a.To != four.ID {
+		t.Errorf("rollback from three went to %.8s, want four", a.To)
+	}
 }
