@@ -52,8 +52,9 @@ func (e *RolledBackError) Is(target error) bool { return target == ErrRolledBack
 // release: its chain of parents reaches a marked release before it reaches the active
 // release or a release a rollback activated (whose content is not the rolled-back
 // release's, though its parent is). A forced flip clears the marks of the release it
-// activates and of its ancestors, and, unless it is a rollback, marks nothing. Recording
-// a release without activating it is never refused.
+// activates and of its ancestors; when one of those marks was made by the rollback that
+// activated the current release, the forced flip undoes that rollback and marks nothing.
+// Recording a release without activating it is never refused.
 type RollbackMarks interface {
 	// RolledBack returns repo's rolled-back releases, oldest release first, or ErrNotFound
 	// for an unknown repository.

@@ -96,15 +96,15 @@ func checkRolledBack(tx *bbolt.Tx, repo, id, active string) error {
 }
 
 // clearRolledBack removes the marks of id and of every release it is built on: a forced
-// activation of id takes their content back knowingly.
-func clearRolledBack(tx *bbolt.Tx, repo, id string) error {
+// activation of id takes their content back knowingly. It returns the marks it removed.
+func clearRolledBack(tx *bbolt.Tx, repo, id string) (cleared []state.RolledBack, err error) {
 	m, err := marks(tx, repo)
 	if err != nil || len(m) == 0 {
-		return err
+		return nil, err
 	}
 	b, err := marksBucket(tx, repo)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	oldest := uint64(0)
 	for _, x := range m {
@@ -113,18 +113,19 @@ func clearRolledBack(tx *bbolt.Tx, repo, id string) error {
 		}
 	}
 	for cur := id; cur != ""; {
-		if _, ok := m[cur]; ok {
+		if x, ok := m[cur]; ok {
 			if err := b.Delete([]byte(cur)); err != nil {
-				return err
+				return nil, err
 			}
+			cleared = append(cleared, x)
 		}
 		rel, ok, err := getRelease(tx, repo, cur)
 		if err != nil || !ok || rel.Seq <= oldest {
-			return err
+			return cleared, err
 		}
 		cur = rel.Parent
 	}
-	return nil
+	return cleared, nil
 }
 
 // markRolledBack marks what a flip from → to rolls back: from when the flip is a
@@ -190,17 +191,20 @@ func markRolledBack(tx *bbolt.Tx, repo, from, to string, rollback bool, by strin
 // rolledBackFlip applies the rollback marks to a flip from current to f.To, before it
 // is written: a rollback to a marked release is refused unless forced, a forced flip
 // clears the marks of what it activates, and what the flip rolls back is marked. A
-// forced flip that is not a rollback marks nothing: it undoes a rollback knowingly (the
-// release a re-signed rollback activated is a child of the one it rolled back, and must
-// not be marked as if the flip skipped it).
+// forced flip that undoes a rollback (it clears a mark whose rollback activated the
+// current release) marks nothing: the release a re-signed rollback activated is a child
+// of the one it rolled back, and must not be marked as if the flip skipped it.
 func rolledBackFlip(tx *bbolt.Tx, repo string, f state.Flip, current string) error {
 	switch {
 	case f.Force:
-		if err := clearRolledBack(tx, repo, f.To); err != nil {
+		cleared, err := clearRolledBack(tx, repo, f.To)
+		if err != nil {
 			return err
 		}
-		if !f.Rollback {
-			return nil
+		for _, x := range cleared {
+			if x.ReplacedBy == current && !f.Rollback {
+				return nil
+			}
 		}
 	case f.Rollback:
 		if err := checkRolledBack(tx, repo, f.To, current); err != nil {

@@ -117,19 +117,30 @@ func testRolledBack(t *testing.T, st state.Store) {
 	_, err = st.Activate(ctx, state.Flip{Repository: "a", To: four.ID, Expect: one.ID, By: "ci", At: at})
 	wantRolledBack(t, err, four.ID, four.ID)
 	// Forced back to four: four, three and two are unmarked; five (not under four) stays
-	// marked; one, which the forced flip deactivates, is not marked.
+	// marked.
 	must(st.Activate(ctx, state.Flip{Repository: "a", To: four.ID, Expect: one.ID, Force: true, By: "ops", At: at}))(t)
 	if m := marked(t, st, "a"); len(m) != 1 || m[five.ID].Release != five.ID {
 		t.Errorf("marks after forcing four back: %+v, want five only", m)
 	}
-	// Undoing the re-published rollback by force (three over four, its child) does not
-	// mark four, so rolling back from three reaches four again.
-	must(st.Activate(ctx, state.Flip{Repository: "a", To: three.ID, Expect: four.ID, Force: true, By: "ops", At: at}))(t)
-	if _, ok := marked(t, st, "a")[four.ID]; ok {
-		t.Errorf("four is marked after three was forced over it")
+	// Four rolled back by a re-published six (its child), then forced back over six:
+	// that undoes the rollback, so six is not marked, and rolling back from four reaches
+	// six again.
+	six := release("a", "six", four.ID)
+	must(st.RecordRelease(ctx, six, &state.Flip{Expect: four.ID, Rollback: true, By: "ops", At: at}))(t)
+	must(st.Activate(ctx, state.Flip{Repository: "a", To: four.ID, Expect: six.ID, Force: true, By: "ops", At: at}))(t)
+	if m := marked(t, st, "a"); len(m) != 1 {
+		t.Errorf("marks after undoing the re-published rollback: %+v, want five only", m)
 	}
-	a := must(st.Activate(ctx, state.Flip{Repository: "a", Expect: three.ID, Rollback: true, By: "ops", At: at}))(t)
-	if a.To != four.ID {
-		t.Errorf("rollback from three went to %.8s, want four", a.To)
+	a := must(st.Activate(ctx, state.Flip{Repository: "a", Expect: four.ID, Rollback: true, By: "ops", At: at}))(t)
+	if a.To != six.ID {
+		t.Errorf("rollback from four went to %.8s, want six", a.To)
+	}
+	// A forced activation of an ancestor that undoes no rollback still marks what it
+	// skips: one over six marks six (four, rolled back to six, keeps its mark), three and
+	// two.
+	must(st.Activate(ctx, state.Flip{Repository: "a", To: one.ID, Expect: six.ID, Force: true, By: "ops", At: at}))(t)
+	m = marked(t, st, "a")
+	if m[six.ID].ReplacedBy != one.ID || m[four.ID].ReplacedBy != six.ID || m[three.ID].ReplacedBy != one.ID || m[two.ID].ReplacedBy != one.ID {
+		t.Errorf("marks after forcing one over six: %+v, want six, three and two replaced by one, four by six", m)
 	}
 }
