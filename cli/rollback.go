@@ -114,7 +114,7 @@ func printRollback(g *Globals, a *api.Activation, lm localManifest) error {
 	case lm.Path == "":
 		fmt.Fprintf(w, "  local manifest not updated (%s): build from the manifest of the active release %s\n", lm.Left, short(lm.Release))
 	default:
-		fmt.Fprintf(w, "  local manifest %s NOT updated, it still holds the release that was active before: %s\n", lm.Path, lm.Left)
+		fmt.Fprintf(w, "  local manifest %s NOT updated, left as it was: %s\n", lm.Path, lm.Left)
 		fmt.Fprintf(w, "  before the next armor build, put the manifest of the active release %s there (from git, or the store object armor releases list --json names as its manifest), or builds on it will be refused\n", short(lm.Release))
 	}
 	return nil

@@ -51,8 +51,8 @@ func Record(ctx context.Context, c *client.Client, o RecordOptions) (activated b
 	}
 	var ae *client.APIError
 	switch {
-	case errors.As(err, &ae) && errors.Is(err, client.ErrRolledBack) && ae.RolledBack != nil:
-		return false, &RolledBackError{URL: o.URL, Repo: o.Repo, Release: o.Release, Op: OpPush, RolledBack: *ae.RolledBack, Err: err}
+	case errors.Is(err, client.ErrRolledBack):
+		return false, rolledBackError(err, o.URL, o.Repo, o.Release, OpPush)
 	case errors.Is(err, client.ErrConflict) && errors.As(err, &ae) && ae.HasActive:
 		if ae.Active == o.Release {
 			return true, nil
@@ -198,7 +198,7 @@ type RolledBackError struct {
 
 func (e *RolledBackError) Error() string {
 	rb := e.RolledBack
-	when := fmt.Sprintf("at %s by %s (armor rollback activated %s in its place)", rb.At.UTC().Format(time.RFC3339), rb.By, short(rb.ReplacedBy))
+	when := fmt.Sprintf("at %s by %s (replaced by %s)", rb.At.UTC().Format(time.RFC3339), rb.By, short(rb.ReplacedBy))
 	what := fmt.Sprintf("release %s was rolled back %s", short(e.Release), when)
 	if rb.Release != e.Release {
 		what = fmt.Sprintf("release %s is built on release %s, which was rolled back %s", short(e.Release), short(rb.Release), when)
