@@ -234,7 +234,11 @@ func (c *StatusCmd) Run(g *Globals) error {
 	} else {
 		fmt.Fprintf(w, "  active: %s since %s, by %s\n", st.Active.Release, st.Active.ActivatedAt.UTC().Format(time.RFC3339), st.Active.ActivatedBy)
 	}
-	if st.Previous != "" {
+	switch {
+	case st.PreviousRolledBack != nil:
+		fmt.Fprintf(w, "  previous: %s, rolled back at %s by %s: armor rollback refuses it (armor activate --force re-activates it)\n",
+			st.Previous, st.PreviousRolledBack.At.UTC().Format(time.RFC3339), st.PreviousRolledBack.By)
+	case st.Previous != "":
 		fmt.Fprintf(w, "  rollback would activate: %s\n", st.Previous)
 	}
 	for _, r := range st.Retained {

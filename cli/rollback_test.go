@@ -250,6 +250,9 @@ func TestActivateRolledBack(t *testing.T) {
 	}
 	bProject := p.clone(t)
 	armorOK(t, "-c", p.cfg, "rollback", "--pointer-only")
+	if st := armorOK(t, "-c", p.cfg, "status"); !strings.Contains(st, "previous: "+b+", rolled back at ") || strings.Contains(st, "rollback would activate") {
+		t.Errorf("armor status after the rollback does not say the previous release was rolled back:\n%s", st)
+	}
 
 	armorFails(t, exitRolledBack, []string{"release " + b[:12] + " was rolled back at ", "armor activate --force " + b[:12], "nothing was activated"},
 		"-c", p.cfg, "activate", b[:12])

@@ -198,6 +198,9 @@ func (s *Server) status(c *call) error {
 	}
 	if len(hist) > 0 {
 		out.Previous = hist[len(hist)-1].From
+		if out.PreviousRolledBack, err = s.rolledBack(c, r.Name, out.Previous); err != nil {
+			return err
+		}
 	}
 	if len(rels) > 0 {
 		latest := toAPIRelease(rels[len(rels)-1])

@@ -26,3 +26,10 @@ func (s *Server) markRolledBack(c *call, repo string, rels []api.Release) error 
 func toAPIRolledBack(m state.RolledBack) api.RolledBack {
 	return api.RolledBack{Release: m.Release, ReplacedBy: m.ReplacedBy, At: m.At, By: m.By}
 }
+
+// rolledBack returns the mark of release id of repo, or nil.
+func (s *Server) rolledBack(c *call, repo, id string) (*api.RolledBack, error) {
+	rels := []api.Release{{ID: id}}
+	err := s.markRolledBack(c, repo, rels)
+	return rels[0].RolledBack, err
+}

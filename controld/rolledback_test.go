@@ -59,6 +59,9 @@ func TestRolledBackRefused(t *testing.T) {
 	if rb := rel.RolledBack; rb == nil || rb.ReplacedBy != id1 || rb.By != "ops" || !rb.At.Equal(rolledAt) {
 		t.Fatalf("release %s after the rollback: rolled_back %+v, want replaced by %s, by ops at %v", id2[:12], rb, id1[:12], rolledAt)
 	}
+	if st, err := f.admin.Status(ctx, "demo"); err != nil || st.Previous != id2 || st.PreviousRolledBack == nil || st.PreviousRolledBack.Release != id2 {
+		t.Errorf("status after the rollback: %+v, %v; want previous %s marked rolled back", st, err, id2[:12])
+	}
 	rels, err := f.admin.Releases(ctx, "demo")
 	if err != nil || len(rels) != 2 || rels[0].RolledBack != nil || rels[1].RolledBack == nil {
 		t.Fatalf("releases: %+v, %v; want only the second marked", rels, err)

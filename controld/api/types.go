@@ -175,6 +175,9 @@ type Status struct {
 	Releases      int        `json:"releases"`
 	Latest        *Release   `json:"latest"` // the most recently recorded release
 	RoutesVersion uint64     `json:"routes_version"`
+	// PreviousRolledBack is set when Previous was rolled back: a rollback onto it is
+	// refused unless forced.
+	PreviousRolledBack *RolledBack `json:"previous_rolled_back,omitempty"`
 }
 
 // Token describes an API token. The secret itself is shown once, at creation.
