@@ -71,15 +71,19 @@ const (
 	// the active release (another push won the race, or the manifest is stale); nothing
 	// was activated. Rebuild on the active release and push again.
 	exitStaleParent = 3
+	// exitRolledBack: an activation (push, activate, rollback) was refused because the
+	// release, or one it is built on, was rolled back; nothing was activated. Build on the
+	// active release, or pass --force to re-activate it knowingly.
+	exitRolledBack = 4
 )
 
 // description heads armor --help; it documents the exit status and the --json errors.
 var description = fmt.Sprintf(`armor publishes Debian (APT) repositories: armor build && armor push.
 
-Exit status: %d success; %d error; %d usage error (unknown command or flag, missing or bad argument); %d a push refused because the release it was built on is no longer the active one (rebuild on the active release and push again).
+Exit status: %d success; %d error; %d usage error (unknown command or flag, missing or bad argument); %d a push refused because the release it was built on is no longer the active one (rebuild on the active release and push again); %d an activation (push, activate, rollback) refused because the release, or one it is built on, was rolled back (build on the active release, or --force to re-activate it knowingly).
 
 With --json, a command that fails prints one JSON object on standard error, {"error": "...", "exit_code": N}; standard output keeps only the command's own result.`,
-	exitOK, exitFailure, exitUsage, exitStaleParent)
+	exitOK, exitFailure, exitUsage, exitStaleParent, exitRolledBack)
 
 // Main runs armor with args and returns the process exit code. It is the one place that
 // turns an error into what the user sees and the exit code that follows.
@@ -186,11 +190,14 @@ func report(stderr io.Writer, asJSON bool, err error) int {
 func exitCode(err error) int {
 	var ee *exitError
 	var stale *publish.StaleParentError
+	var rolledBack *publish.RolledBackError
 	switch {
 	case errors.As(err, &ee):
 		return ee.code
 	case errors.As(err, &stale):
 		return exitStaleParent
+	case errors.As(err, &rolledBack):
+		return exitRolledBack
 	}
 	return exitFailure
 }

@@ -177,6 +177,7 @@ type ActivateCmd struct {
 	ControlFlags
 	ID     string `arg:"" help:"Release id (or a unique prefix of it)."`
 	Expect string `help:"The release you expect to be active now (default: whatever is active when the command starts)."`
+	Force  bool   `help:"Activate the release even if it, or a release it is built on, was rolled back: re-activate it knowingly."`
 }
 
 // Run activates.
@@ -185,7 +186,7 @@ func (c *ActivateCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	a, err := publish.Activate(g.ctx, cl, repo, c.ID, c.Expect)
+	a, err := publish.Activate(g.ctx, cl, repo, c.ID, c.Expect, c.Force)
 	if err != nil {
 		return err
 	}
@@ -233,7 +234,11 @@ func (c *StatusCmd) Run(g *Globals) error {
 	} else {
 		fmt.Fprintf(w, "  active: %s since %s, by %s\n", st.Active.Release, st.Active.ActivatedAt.UTC().Format(time.RFC3339), st.Active.ActivatedBy)
 	}
-	if st.Previous != "" {
+	switch {
+	case st.PreviousRolledBack != nil:
+		fmt.Fprintf(w, "  previous: %s, rolled back at %s by %s: armor rollback refuses it (armor activate --force re-activates it)\n",
+			st.Previous, st.PreviousRolledBack.At.UTC().Format(time.RFC3339), st.PreviousRolledBack.By)
+	case st.Previous != "":
 		fmt.Fprintf(w, "  rollback would activate: %s\n", st.Previous)
 	}
 	for _, r := range st.Retained {

@@ -770,7 +770,8 @@ func TestEdgeFlipsUnderLoad(t *testing.T) {
 		}()
 	}
 
-	// The flips, through the armor binary as an operator runs them.
+	// The flips, through the armor binary as an operator runs them. Activating an older
+	// release rolls back the newer ones, so flipping to them again takes --force.
 	const flips = 24
 	rng := rand.New(rand.NewPCG(3, 3))
 	start := time.Now()
@@ -779,7 +780,7 @@ func TestEdgeFlipsUnderLoad(t *testing.T) {
 		for next == active {
 			next = ids[rng.IntN(nrel)]
 		}
-		out := armor(t, p.dir, c.env(), "activate", next, "--expect", active)
+		out := armor(t, p.dir, c.env(), "activate", "--force", next, "--expect", active)
 		if !strings.Contains(out, "activated") {
 			t.Fatalf("armor activate: %s", out)
 		}
@@ -818,11 +819,11 @@ func TestEdgeFlipsUnderLoad(t *testing.T) {
 	// resolution) cannot hide it.
 	newest := ids[nrel-1]
 	if active == newest {
-		armor(t, p.dir, c.env(), "activate", ids[0], "--expect", active)
+		armor(t, p.dir, c.env(), "activate", "--force", ids[0], "--expect", active)
 		active = ids[0]
 	}
 	time.Sleep(1100 * time.Millisecond)
-	armor(t, p.dir, c.env(), "activate", newest, "--expect", active)
+	armor(t, p.dir, c.env(), "activate", "--force", newest, "--expect", active)
 	waitServed(t, c.edge, p.host, p.tree())
 	apt.Update(t)
 	for _, q := range flipRelease(nrel - 1) {

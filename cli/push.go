@@ -20,6 +20,7 @@ type PushCmd struct {
 	DryRun     bool `help:"List what would be uploaded, after the same checks of controld and the token as a push; upload and record nothing."`
 	Jobs       int  `help:"Objects checked and uploaded at once." default:"8"`
 	Rebase     bool `help:"If the release it was built on is no longer active, apply its change again on the active release (re-signing here), and push that."`
+	Force      bool `help:"Activate the release even if it, or a release it is built on, was rolled back: re-activate it knowingly."`
 }
 
 // Help is push's detailed help: when it activates, and what its exit status says.
@@ -30,14 +31,16 @@ The release is activated only on its parent: if controld's active release is no 
 
 With --rebase, a push refused that way applies the release's change (the packages it added and removed since its parent) again on the active release, re-signs it here, and pushes that, a few times if other pushes keep winning.
 
-Exit status: %d when the release is pushed (and active, unless --no-activate); %d when it was refused because the release it was built on is not the active release: run armor push --rebase (or build on the active release with armor build --from-active and push again); %d on any other error.`,
-		exitOK, exitStaleParent, exitFailure)
+A release that armor rollback rolled back is not activated again by a push, nor is a release built on it: after a rollback, armor build again (armor rollback leaves the local manifest on the active release) and push that, or push --force to re-activate the rolled-back release knowingly.
+
+Exit status: %d when the release is pushed (and active, unless --no-activate); %d when it was refused because the release it was built on is not the active release: run armor push --rebase (or build on the active release with armor build --from-active and push again); %d when it was refused because it, or a release it is built on, was rolled back; %d on any other error.`,
+		exitOK, exitStaleParent, exitRolledBack, exitFailure)
 }
 
 // Run pushes.
 func (c *PushCmd) Run(g *Globals) error {
 	o := pushOptions{
-		Activate: !c.NoActivate, DryRun: c.DryRun, Jobs: c.Jobs, StoreOnly: c.StoreOnly,
+		Activate: !c.NoActivate, Force: c.Force, DryRun: c.DryRun, Jobs: c.Jobs, StoreOnly: c.StoreOnly,
 		Controld: c.ControldFlags, Progress: g.stderr,
 	}
 	res, err := runPush(g.ctx, g.Config, o)
@@ -68,6 +71,7 @@ func (c *PushCmd) Run(g *Globals) error {
 
 type pushOptions struct {
 	Activate bool
+	Force    bool // activate even a rolled-back release
 	DryRun   bool
 	Jobs     int
 	// StoreOnly uploads without recording in controld; otherwise a controld is required.
@@ -82,8 +86,9 @@ type pushResult struct {
 	// Outcome is one of the outcome constants.
 	Outcome       string   `json:"outcome"`
 	Release       string   `json:"release"`
-	Parent        string   `json:"parent"`           // "" for a first release
-	Active        string   `json:"active,omitempty"` // when refused: the active release
+	Parent        string   `json:"parent"`                // "" for a first release
+	Active        string   `json:"active,omitempty"`      // when refused: the active release
+	RolledBack    string   `json:"rolled_back,omitempty"` // when refused so: the release rolled back
 	Manifest      string   `json:"manifest_object"`
 	Store         string   `json:"store"`
 	Objects       int      `json:"objects"`
@@ -108,6 +113,9 @@ const (
 	outcomeStored    = "stored"    // in the store; not recorded (--store-only)
 	outcomeRecorded  = "recorded"  // recorded as a draft (--no-activate)
 	outcomeActivated = "activated" // recorded and active
+	// outcomeRolledBack: the release, or one it is built on, was rolled back, so nothing
+	// was activated (exit status exitRolledBack).
+	outcomeRolledBack = "rolled_back"
 	// outcomeStaleParent: the release it was built on is not the active release, so
 	// nothing was activated (exit status exitStaleParent).
 	outcomeStaleParent = "parent_not_active"
@@ -136,7 +144,7 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 			return nil, fmt.Errorf("no controld to record the release in: set [controld] url in %s, $ARMOR_CONTROLD_URL or --controld URL; or push with --store-only to upload to the store without recording; nothing was uploaded", cfg.Path)
 		}
 		po.Controld = &publish.Controld{
-			URL: url, Repo: cfg.Repository.Name, Activate: o.Activate, TokenSource: tokenSource(cfg),
+			URL: url, Repo: cfg.Repository.Name, Activate: o.Activate, Force: o.Force, TokenSource: tokenSource(cfg),
 			Client: func() (*client.Client, error) { return controlClient(cfg, url, o.Controld.CACert) },
 		}
 	}
@@ -152,9 +160,12 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 		res.Note = "--store-only: the release is in the store, not recorded in controld"
 	}
 	var stale *publish.StaleParentError
+	var rolledBack *publish.RolledBackError
 	switch {
 	case errors.As(err, &stale):
 		res.Outcome, res.Active = outcomeStaleParent, stale.Active
+	case errors.As(err, &rolledBack):
+		res.Outcome, res.RolledBack = outcomeRolledBack, rolledBack.RolledBack.Release
 	case err != nil:
 		res.Outcome = outcomeFailed
 	case r.DryRun:
@@ -227,6 +238,8 @@ func printPush(g *Globals, r *pushResult) error {
 	switch {
 	case r.Outcome == outcomeStaleParent:
 		fmt.Fprintf(w, "  not activated in controld %s: the release it was built on is not the active one\n", r.Controld)
+	case r.Outcome == outcomeRolledBack:
+		fmt.Fprintf(w, "  not activated in controld %s: release %s was rolled back\n", r.Controld, short(r.RolledBack))
 	case r.Activated:
 		fmt.Fprintf(w, "  recorded and activated in controld %s\n", r.Controld)
 	case r.Recorded:

@@ -493,7 +493,8 @@ func checkStale(t *testing.T, r result, release, parent, active string) {
 // and pushed one after the other, the second exits 3 naming the active release and its
 // parent, and the active release keeps the first one's package; pushing the active
 // release again exits 0; after armor rollback re-published, pushing the rolled-back
-// release again is refused rather than re-activating it; a release built as the first
+// release again (from a checkout that still has it) is refused as rolled back, exit 4,
+// rather than re-activating it; a release built as the first
 // is refused once the repository has an active release.
 func TestPushOnlyOnParent(t *testing.T) {
 	t.Parallel()
@@ -540,16 +541,13 @@ func TestPushOnlyOnParent(t *testing.T) {
 
 	// armor rollback re-publishes the parent's content as a new release; the release it
 	// rolled back stays rolled back.
+	keep := x.clone(t)
 	armorOK(t, "-c", x.cfg, "rollback")
 	rolled := site.active(t)
 	if rolled == first.Release || rolled == parent {
 		t.Fatalf("after armor rollback %.12s is active, want a new release", rolled)
 	}
-	r, err = runBinary(bin, "-c", x.cfg, "push")
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkStale(t, r, first.Release, parent, rolled)
+	checkRolledBack(t, pushBinary(t, bin, keep), first.Release, first.Release)
 
 	// A first release (no parent) once the repository has an active one.
 	z := site.project(t, "zeta")

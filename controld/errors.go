@@ -19,7 +19,9 @@ type Error struct {
 	Code    string
 	Message string
 	Active  *string // on a lost compare-and-swap: the release active now
-	Err     error   // the cause, logged but not sent
+	// RolledBack, on a refused activation: the release that was rolled back.
+	RolledBack *api.RolledBack
+	Err        error // the cause, logged but not sent
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -54,9 +56,13 @@ func toAPIError(err error) *Error {
 	var e *Error
 	var conflict *state.ConflictError
 	var tooBig *http.MaxBytesError
+	var rolledBack *state.RolledBackError
 	switch {
 	case errors.As(err, &e):
 		return e
+	case errors.As(err, &rolledBack):
+		rb := toAPIRolledBack(rolledBack.RolledBack)
+		return &Error{Status: http.StatusConflict, Code: api.CodeRolledBack, Message: err.Error(), RolledBack: &rb, Err: err}
 	case errors.As(err, &conflict):
 		active := conflict.Active
 		return &Error{Status: http.StatusConflict, Code: api.CodeConflict, Message: err.Error(), Active: &active, Err: err}
@@ -86,7 +92,7 @@ func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err er
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="controld"`)
 	}
-	writeJSON(w, e.Status, api.ErrorBody{Error: api.Error{Code: e.Code, Message: e.Message, Active: e.Active}})
+	writeJSON(w, e.Status, api.ErrorBody{Error: api.Error{Code: e.Code, Message: e.Message, Active: e.Active, RolledBack: e.RolledBack}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

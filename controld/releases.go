@@ -24,8 +24,8 @@ func (s *Server) recordRelease(c *call) error {
 		if err := c.allow(name, api.ActionActivate); err != nil {
 			return err
 		}
-	} else if req.ExpectActive != "" {
-		return badRequest("expect_active is only meaningful with \"activate\": true")
+	} else if req.ExpectActive != "" || req.Rollback || req.Force {
+		return badRequest("expect_active, rollback and force are only meaningful with \"activate\": true")
 	}
 	if !manifest.ValidDigest(req.Manifest) {
 		return badRequest("manifest %q is not the sha256 of the manifest object (64 lowercase hex digits)", req.Manifest)
@@ -57,7 +57,7 @@ func (s *Server) recordRelease(c *call) error {
 	}
 	var flip *state.Flip
 	if req.Activate {
-		flip = &state.Flip{Expect: req.ExpectActive, By: c.tok.Name, At: s.now().UTC()}
+		flip = &state.Flip{Expect: req.ExpectActive, By: c.tok.Name, At: s.now().UTC(), Rollback: req.Rollback, Force: req.Force}
 	}
 	out, err := s.st.RecordRelease(c.ctx(), rel, flip)
 	if err != nil {
@@ -91,6 +91,9 @@ func (s *Server) listReleases(c *call) error {
 	for _, rel := range rels {
 		out = append(out, toAPIRelease(rel))
 	}
+	if err := s.markRolledBack(c, r.Name, out); err != nil {
+		return err
+	}
 	writeJSON(c.w, http.StatusOK, out)
 	return nil
 }
@@ -104,7 +107,11 @@ func (s *Server) showRelease(c *call) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(c.w, http.StatusOK, toAPIRelease(rel))
+	out := []api.Release{toAPIRelease(rel)}
+	if err := s.markRolledBack(c, r.Name, out); err != nil {
+		return err
+	}
+	writeJSON(c.w, http.StatusOK, out[0])
 	return nil
 }
 
@@ -120,7 +127,7 @@ func (s *Server) activate(c *call) error {
 	if !manifest.ValidDigest(req.Release) {
 		return badRequest("release %q is not a release id (64 lowercase hex digits)", req.Release)
 	}
-	return s.flip(c, state.Flip{Repository: name, To: req.Release, Expect: req.ExpectActive})
+	return s.flip(c, state.Flip{Repository: name, To: req.Release, Expect: req.ExpectActive, Force: req.Force})
 }
 
 func (s *Server) rollback(c *call) error {
@@ -132,7 +139,7 @@ func (s *Server) rollback(c *call) error {
 	if err := decode(c, &req); err != nil {
 		return err
 	}
-	return s.flip(c, state.Flip{Repository: name, Expect: req.ExpectActive, Rollback: true})
+	return s.flip(c, state.Flip{Repository: name, Expect: req.ExpectActive, Rollback: true, Force: req.Force})
 }
 
 // flip performs the compare-and-swap; a lost one is a 409 naming the active release.
@@ -191,6 +198,9 @@ func (s *Server) status(c *call) error {
 	}
 	if len(hist) > 0 {
 		out.Previous = hist[len(hist)-1].From
+		if out.PreviousRolledBack, err = s.rolledBack(c, r.Name, out.Previous); err != nil {
+			return err
+		}
 	}
 	if len(rels) > 0 {
 		latest := toAPIRelease(rels[len(rels)-1])

@@ -10,7 +10,10 @@
 //     replaces one it does not contain); Activate: activate a recorded release, named by
 //     a prefix of its id, on the release the operator expects to be active.
 //   - Previous, RollbackPointer and Republish: roll back, either by flipping the pointer
-//     or by re-signing the previous release's content as a new release.
+//     or by re-signing the previous release's content as a new release; controld marks
+//     the release rolled back, and activating it again (or a release built on it) is a
+//     *RolledBackError unless forced. WriteManifest puts the active release's manifest
+//     in the local manifest's place, so the next build starts from it.
 //   - OpenStore, FetchObject and FetchManifest: reach the store and read an object or a
 //     manifest by hash, checked against it.
 //   - Check: find the objects of recorded releases that the store lacks or holds with

@@ -52,6 +52,8 @@ type Controld struct {
 	// Activate also activates the release, on its parent only: if the active release is
 	// no longer the one it was built on, nothing is activated (see Record).
 	Activate bool
+	// Force activates the release even if it, or one it is built on, was rolled back.
+	Force bool
 	// Client returns controld's client. Push calls it first, before it opens the store, so
 	// an error it returns (such as a missing token) stops the push with nothing uploaded.
 	Client func() (*client.Client, error)
@@ -200,6 +202,7 @@ func record(ctx context.Context, c *client.Client, o *Controld, m *manifest.Mani
 	res.Controld = o.URL
 	activated, err := Record(ctx, c, RecordOptions{
 		URL: o.URL, Repo: o.Repo, Release: m.ID, Parent: m.Parent, Manifest: res.Manifest, Activate: o.Activate,
+		Force: o.Force,
 	})
 	if err != nil {
 		return err

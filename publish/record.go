@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/client"
@@ -20,6 +21,10 @@ type RecordOptions struct {
 	// Activate also makes the release active, provided its parent is the active release
 	// (compare-and-swap on the parent).
 	Activate bool
+	// Force activates the release even if it, or a release it is built on, was rolled
+	// back (which is otherwise a *RolledBackError). A release that a re-signed rollback
+	// replaced is activated over the release that rollback activated, while it is active.
+	Force bool
 }
 
 // Record records a release in controld and, if asked, activates it on its parent: the
@@ -29,8 +34,10 @@ type RecordOptions struct {
 // reports whether the release is active afterwards.
 //
 // A release whose parent is not the active release is neither activated nor recorded,
-// and the error is a *StaleParentError. Other errors name controld; a missing repository
-// says what to do about it.
+// and the error is a *StaleParentError. A release that was rolled back, or is built on
+// one, is neither activated nor recorded unless Force, and the error is a
+// *RolledBackError. Other errors name controld; a missing repository says what to do
+// about it.
 func Record(ctx context.Context, c *client.Client, o RecordOptions) (activated bool, err error) {
 	if !o.Activate {
 		if _, err := c.RecordRelease(ctx, o.Repo, o.Manifest, false, ""); err != nil {
@@ -38,15 +45,22 @@ func Record(ctx context.Context, c *client.Client, o RecordOptions) (activated b
 		}
 		return false, nil
 	}
-	rr, err := c.RecordRelease(ctx, o.Repo, o.Manifest, true, o.Parent)
+	rr, err := c.Record(ctx, o.Repo, api.RecordRequest{Manifest: o.Manifest, Activate: true, ExpectActive: o.Parent, Force: o.Force})
 	if err == nil {
 		return rr.Activation != nil, nil
 	}
 	var ae *client.APIError
 	switch {
+	case errors.Is(err, client.ErrRolledBack):
+		return false, rolledBackError(err, o.URL, o.Repo, o.Release, OpPush)
 	case errors.Is(err, client.ErrConflict) && errors.As(err, &ae) && ae.HasActive:
 		if ae.Active == o.Release {
 			return true, nil
+		}
+		if o.Force {
+			if activated, undone, err := undoRollback(ctx, c, o, ae.Active); undone {
+				return activated, err
+			}
 		}
 		return false, &StaleParentError{URL: o.URL, Repo: o.Repo, Release: o.Release, Parent: o.Parent, Active: ae.Active, Err: err}
 	case errors.Is(err, client.ErrInvalid) && o.Parent == "":
@@ -58,6 +72,23 @@ func Record(ctx context.Context, c *client.Client, o RecordOptions) (activated b
 		}
 	}
 	return false, controldError(o.URL, o.Repo, err)
+}
+
+// undoRollback re-activates, with Force, a release that a re-signed rollback replaced,
+// in place of the release that rollback activated (whose parent is the rolled-back
+// release, so the compare-and-swap on the rolled-back release's own parent cannot
+// pass). It does so only while that rollback's release is still active, so nothing that
+// came after it is replaced. undone reports whether it applied.
+func undoRollback(ctx context.Context, c *client.Client, o RecordOptions, active string) (activated, undone bool, err error) {
+	rel, err := c.Release(ctx, o.Repo, o.Release)
+	if err != nil || rel.RolledBack == nil || rel.RolledBack.ReplacedBy != active {
+		return false, false, nil
+	}
+	rr, err := c.Record(ctx, o.Repo, api.RecordRequest{Manifest: o.Manifest, Activate: true, ExpectActive: active, Force: true})
+	if err != nil {
+		return false, true, controldError(o.URL, o.Repo, err)
+	}
+	return rr.Activation != nil, true, nil
 }
 
 // StaleParentError is a push refused because the release it was built on (its parent)
@@ -103,7 +134,9 @@ func controldError(url, repo string, err error) error {
 // Activate makes a recorded release of repo active. release may be a unique prefix of
 // the release's id. expect is the release that must still be active for the flip to
 // happen (compare-and-swap); when empty, it is whatever is active when Activate starts.
-func Activate(ctx context.Context, c *client.Client, repo, release, expect string) (*api.Activation, error) {
+// A release that was rolled back, or is built on one, is a *RolledBackError unless
+// force. Activating a release the active one is built on rolls back the active one.
+func Activate(ctx context.Context, c *client.Client, repo, release, expect string, force bool) (*api.Activation, error) {
 	id, err := resolveRelease(ctx, c, repo, release)
 	if err != nil {
 		return nil, err
@@ -117,7 +150,8 @@ func Activate(ctx context.Context, c *client.Client, repo, release, expect strin
 			expect = st.Active.Release
 		}
 	}
-	return c.Activate(ctx, repo, id, expect)
+	a, err := c.ActivateWith(ctx, repo, api.ActivateRequest{Release: id, ExpectActive: expect, Force: force})
+	return a, rolledBackError(err, "", repo, id, OpActivate)
 }
 
 // resolveRelease returns the id of the one recorded release of repo that id is a prefix
@@ -140,4 +174,63 @@ func resolveRelease(ctx context.Context, c *client.Client, repo, id string) (str
 		return "", fmt.Errorf("release %q matches %d recorded releases of %s; give more of its id", id, len(match), repo)
 	}
 	return match[0], nil
+}
+
+// What was refused because of a rolled-back release, for RolledBackError's advice.
+const (
+	OpPush     = "push"
+	OpActivate = "activate"
+	OpRollback = "rollback"
+)
+
+// RolledBackError is an activation refused because the release, or a release it is
+// built on, was rolled back: a push of the rolled-back release again (its parent is
+// active again, so the compare-and-swap alone would let it back), of a release built on
+// it, an armor activate of it, or a rollback back onto it. Nothing was activated. The
+// way on is a release built on the active one, or --force to re-activate it knowingly.
+type RolledBackError struct {
+	URL, Repo  string
+	Release    string         // the release whose activation was refused
+	Op         string         // OpPush, OpActivate or OpRollback
+	RolledBack api.RolledBack // the rolled-back release: Release, or one it is built on
+	Err        error          // controld's answer, if it came from controld
+}
+
+func (e *RolledBackError) Error() string {
+	rb := e.RolledBack
+	when := fmt.Sprintf("at %s by %s (replaced by %s)", rb.At.UTC().Format(time.RFC3339), rb.By, short(rb.ReplacedBy))
+	what := fmt.Sprintf("release %s was rolled back %s", short(e.Release), when)
+	if rb.Release != e.Release {
+		what = fmt.Sprintf("release %s is built on release %s, which was rolled back %s", short(e.Release), short(rb.Release), when)
+	}
+	where := "repository " + e.Repo
+	if e.URL != "" {
+		where = "controld " + e.URL + ": " + where
+	}
+	var advice string
+	switch e.Op {
+	case OpPush:
+		advice = "a push does not re-activate a rolled-back release: to move on, run armor build again (after armor rollback the local manifest follows the active release) and push that; to re-activate it knowingly, armor push --force"
+		if rb.Release != e.Release {
+			advice = fmt.Sprintf("a push does not activate a release built on a rolled-back one: to move on, run armor build again (after armor rollback the local manifest follows the active release) and push that; to take %s back knowingly, armor activate --force %s, then push again",
+				short(rb.Release), short(rb.Release))
+		}
+	case OpRollback:
+		advice = fmt.Sprintf("rolling back again would re-activate it: armor activate --force %s to do so knowingly, or armor activate the release you want", short(rb.Release))
+	default:
+		advice = fmt.Sprintf("armor activate --force %s re-activates it knowingly", short(e.Release))
+	}
+	return fmt.Sprintf("%s: %s: %s; nothing was activated", where, what, advice)
+}
+
+func (e *RolledBackError) Unwrap() error { return e.Err }
+
+// rolledBackError turns controld's refusal to activate a rolled-back release into a
+// *RolledBackError; it returns any other error as it is.
+func rolledBackError(err error, url, repo, release, op string) error {
+	var ae *client.APIError
+	if errors.As(err, &ae) && errors.Is(err, client.ErrRolledBack) && ae.RolledBack != nil {
+		return &RolledBackError{URL: url, Repo: repo, Release: release, Op: op, RolledBack: *ae.RolledBack, Err: err}
+	}
+	return err
 }

@@ -125,10 +125,10 @@ func TestPushRecordActivate(t *testing.T) {
 	if !draft.Recorded || draft.Activated || activeRelease(t, c) != first.Release {
 		t.Fatalf("push without activation: %+v; active %s", draft, activeRelease(t, c))
 	}
-	if _, err := publish.Activate(ctx, c, "test", "", ""); err == nil || !strings.Contains(err.Error(), "matches 2 recorded releases") {
+	if _, err := publish.Activate(ctx, c, "test", "", "", false); err == nil || !strings.Contains(err.Error(), "matches 2 recorded releases") {
 		t.Errorf("Activate with an ambiguous prefix = %v", err)
 	}
-	a, err := publish.Activate(ctx, c, "test", draft.Release[:12], "")
+	a, err := publish.Activate(ctx, c, "test", draft.Release[:12], "", false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/internal/atomicfile"
+	"github.com/armor-apt/armor/internal/lockfile"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/store"
 )
@@ -35,9 +37,12 @@ func Previous(ctx context.Context, c *client.Client, repo string) (*api.Status, 
 // RollbackPointer flips the active pointer back to the previous release, provided the
 // release active in st still is. apt clients that already fetched the newer InRelease
 // ignore the older one, so this is for a release no client has seen; Republish is the
-// rollback for the others.
+// rollback for the others. controld marks the release it deactivates rolled back; when
+// the previous release is itself rolled back (a second rollback in a row), the error is
+// a *RolledBackError.
 func RollbackPointer(ctx context.Context, c *client.Client, repo string, st *api.Status) (*api.Activation, error) {
-	return c.Rollback(ctx, repo, st.Active.Release)
+	a, err := c.Rollback(ctx, repo, st.Active.Release)
+	return a, rolledBackError(err, "", repo, st.Previous, OpRollback)
 }
 
 // RepublishOptions say what Republish rolls back and with which key.
@@ -61,7 +66,9 @@ type RepublishOptions struct {
 // parent is the current release, activated in its place (compare-and-swap on it). A bare
 // pointer flip would leave updated apt clients on the bad release, because apt ignores an
 // InRelease older than the one it already has; the new Date is later than the current
-// release's. The activation it returns is marked as a rollback.
+// release's. The activation it returns is marked as a rollback, and controld marks the
+// current release rolled back. A previous release that is itself rolled back (a second
+// rollback in a row) is a *RolledBackError, and nothing is re-published.
 func Republish(ctx context.Context, o RepublishOptions) (*api.Activation, error) {
 	prev, cur, err := fetchReleases(ctx, o)
 	if err != nil {
@@ -108,6 +115,9 @@ func fetchReleases(ctx context.Context, o RepublishOptions) (prev, cur *manifest
 	prevRel, err := o.Client.Release(ctx, o.Repo, o.Status.Previous)
 	if err != nil {
 		return nil, nil, err
+	}
+	if prevRel.RolledBack != nil {
+		return nil, nil, &RolledBackError{URL: o.URL, Repo: o.Repo, Release: prevRel.ID, Op: OpRollback, RolledBack: *prevRel.RolledBack}
 	}
 	curRel, err := o.Client.Release(ctx, o.Repo, o.Status.Active.Release)
 	if err != nil {
@@ -193,7 +203,7 @@ func resign(ctx context.Context, o RepublishOptions, st *staging, prev *manifest
 
 // activateRollback records the new release and activates it in place of the current one.
 func activateRollback(ctx context.Context, o RepublishOptions, mobj, id, cur string) (*api.Activation, error) {
-	rr, err := o.Client.RecordRelease(ctx, o.Repo, mobj, true, cur)
+	rr, err := o.Client.Record(ctx, o.Repo, api.RecordRequest{Manifest: mobj, Activate: true, ExpectActive: cur, Rollback: true})
 	if err != nil {
 		return nil, controldError(o.URL, o.Repo, err)
 	}
@@ -241,4 +251,36 @@ func short(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// WriteManifest writes the manifest of repo's recorded release id to path, atomically,
+// so that the next armor build starts from that release: armor rollback leaves the
+// local manifest on the release it made active. The bytes are the manifest object
+// itself, read from s and checked against its digest and its id. It holds the build
+// lock of cache meanwhile, so no build or push reads the manifest half-written.
+func WriteManifest(ctx context.Context, c *client.Client, s store.Store, repo, id, path, cache string) (*manifest.Manifest, error) {
+	rel, err := c.Release(ctx, repo, id)
+	if err != nil {
+		return nil, err
+	}
+	data, err := FetchObject(ctx, s, rel.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	m, err := manifest.Parse(data, "store object "+rel.Manifest)
+	if err != nil {
+		return nil, err
+	}
+	if m.ID != id {
+		return nil, fmt.Errorf("store object %s is the manifest of release %s, not of %s as controld recorded", rel.Manifest, short(m.ID), short(id))
+	}
+	unlock, err := lockfile.Lock(cache, true)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
+		return nil, fmt.Errorf("write manifest: %w", err)
+	}
+	return m, nil
 }

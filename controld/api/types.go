@@ -90,16 +90,33 @@ type Release struct {
 	Signer     string    `json:"signer"` // fingerprint of the key that signed InRelease
 	PushedBy   string    `json:"pushed_by"`
 	PushedAt   time.Time `json:"pushed_at"`
+	// RolledBack is set while the release is rolled back: activating it, or a release
+	// built on it, needs "force".
+	RolledBack *RolledBack `json:"rolled_back,omitempty"`
+}
+
+// RolledBack says that a rollback deactivated a release, when, by whom, and what it
+// activated in its place.
+type RolledBack struct {
+	Release    string    `json:"release"`
+	ReplacedBy string    `json:"replaced_by"`
+	At         time.Time `json:"at"`
+	By         string    `json:"by"` // token name
 }
 
 // RecordRequest is the body of POST /v1/repos/{repo}/releases. Manifest is the sha256 of
 // the manifest object, already uploaded to the store. With Activate, the release is also
 // activated in the same transaction, if ExpectActive is still the active release ("" for
-// none); otherwise nothing is recorded and the answer is 409.
+// none); otherwise nothing is recorded and the answer is 409. Rollback (with Activate)
+// says the release re-publishes an older one in place of the active release, which is
+// then marked rolled back. Force (with Activate) activates even a release that is rolled
+// back or built on one (otherwise 409 rolled_back), and clears those marks.
 type RecordRequest struct {
 	Manifest     string `json:"manifest"`
 	Activate     bool   `json:"activate,omitempty"`
 	ExpectActive string `json:"expect_active,omitempty"`
+	Rollback     bool   `json:"rollback,omitempty"`
+	Force        bool   `json:"force,omitempty"`
 }
 
 // RecordResponse answers a RecordRequest. Created is false when the release had been
@@ -111,16 +128,22 @@ type RecordResponse struct {
 }
 
 // ActivateRequest is the body of POST /v1/repos/{repo}/activate: make Release active if
-// ExpectActive is the active release now ("" for none).
+// ExpectActive is the active release now ("" for none). A release that is rolled back,
+// or built on one, is refused (409 rolled_back) unless Force, which clears those marks.
+// Activating an ancestor of the active release rolls back what it skips.
 type ActivateRequest struct {
 	Release      string `json:"release"`
 	ExpectActive string `json:"expect_active"`
+	Force        bool   `json:"force,omitempty"`
 }
 
 // RollbackRequest is the body of POST /v1/repos/{repo}/rollback: make the previously
-// active release active again, if ExpectActive is the active release now.
+// active release active again, if ExpectActive is the active release now. The release it
+// deactivates is marked rolled back. When the previous release is itself rolled back,
+// the answer is 409 rolled_back unless Force.
 type RollbackRequest struct {
 	ExpectActive string `json:"expect_active"`
+	Force        bool   `json:"force,omitempty"`
 }
 
 // Activation is one flip of a repository's active pointer, as kept in its history.
@@ -152,6 +175,9 @@ type Status struct {
 	Releases      int        `json:"releases"`
 	Latest        *Release   `json:"latest"` // the most recently recorded release
 	RoutesVersion uint64     `json:"routes_version"`
+	// PreviousRolledBack is set when Previous was rolled back: a rollback onto it is
+	// refused unless forced.
+	PreviousRolledBack *RolledBack `json:"previous_rolled_back,omitempty"`
 }
 
 // Token describes an API token. The secret itself is shown once, at creation.
@@ -186,6 +212,7 @@ const (
 	CodeForbidden      = "forbidden"         // 403: the token lacks the action or repository
 	CodeNotFound       = "not_found"         // 404
 	CodeConflict       = "conflict"          // 409: CAS lost, name or hostname taken
+	CodeRolledBack     = "rolled_back"       // 409: the release, or one it is built on, was rolled back
 	CodeTooLarge       = "too_large"         // 413: body over the limit
 	CodeInvalidRelease = "invalid_release"   // 422: the release failed verification
 	CodeInternal       = "internal"          // 500
@@ -200,6 +227,9 @@ type Error struct {
 	// Active is set on a lost compare-and-swap (409): the release active now ("" for
 	// none), so the caller can decide what to do without another request.
 	Active *string `json:"active,omitempty"`
+	// RolledBack is set on a 409 rolled_back: the release that was rolled back (the one
+	// to activate, or one it is built on).
+	RolledBack *RolledBack `json:"rolled_back,omitempty"`
 }
 
 // ErrorBody is what every non-2xx answer carries: {"error": {...}}.

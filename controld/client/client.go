@@ -23,6 +23,9 @@ var (
 	ErrUnauthorized = errors.New("unauthorized") // 401
 	ErrForbidden    = errors.New("forbidden")    // 403
 	ErrInvalid      = errors.New("invalid")      // 400 and 422: the request or release was refused
+	// ErrRolledBack: 409 rolled_back, the release (or one it is built on) was rolled back;
+	// APIError.RolledBack says which, when and by whom. It matches ErrConflict too.
+	ErrRolledBack = errors.New("rolled back")
 	// ErrNotModified is returned by Routes when the routes did not change.
 	ErrNotModified = errors.New("routes not modified")
 )
@@ -36,6 +39,9 @@ type APIError struct {
 	// HasActive tells whether the server said so.
 	Active    string
 	HasActive bool
+	// RolledBack is, on a refused activation (409 rolled_back), the release that was
+	// rolled back.
+	RolledBack *api.RolledBack
 }
 
 func (e *APIError) Error() string {
@@ -55,6 +61,8 @@ func (e *APIError) Is(target error) bool {
 		return e.Status == http.StatusForbidden
 	case ErrInvalid:
 		return e.Status == http.StatusBadRequest || e.Status == http.StatusUnprocessableEntity
+	case ErrRolledBack:
+		return e.Status == http.StatusConflict && e.Code == api.CodeRolledBack
 	}
 	return false
 }
@@ -130,6 +138,7 @@ func decodeError(status int, data []byte) *APIError {
 	if body.Error.Active != nil {
 		e.Active, e.HasActive = *body.Error.Active, true
 	}
+	e.RolledBack = body.Error.RolledBack
 	return e
 }
 
@@ -188,8 +197,14 @@ func (c *Client) SetRetention(ctx context.Context, repo string, d time.Duration)
 // expectActive is the active release ("" for none); a lost compare-and-swap records
 // nothing and returns an *APIError matching ErrConflict.
 func (c *Client) RecordRelease(ctx context.Context, repo, manifestSHA256 string, activate bool, expectActive string) (*api.RecordResponse, error) {
+	return c.Record(ctx, repo, api.RecordRequest{Manifest: manifestSHA256, Activate: activate, ExpectActive: expectActive})
+}
+
+// Record is RecordRelease with every field of the request, such as Force and Rollback.
+// A release refused because it (or one it is built on) was rolled back is an *APIError
+// matching ErrRolledBack.
+func (c *Client) Record(ctx context.Context, repo string, req api.RecordRequest) (*api.RecordResponse, error) {
 	var out api.RecordResponse
-	req := api.RecordRequest{Manifest: manifestSHA256, Activate: activate, ExpectActive: expectActive}
 	return &out, c.do(ctx, http.MethodPost, repoPath(repo, "releases"), req, &out)
 }
 
@@ -207,8 +222,15 @@ func (c *Client) Releases(ctx context.Context, repo string) ([]api.Release, erro
 
 // Activate makes release id active if expect is the active release ("" for none).
 func (c *Client) Activate(ctx context.Context, repo, id, expect string) (*api.Activation, error) {
+	return c.ActivateWith(ctx, repo, api.ActivateRequest{Release: id, ExpectActive: expect})
+}
+
+// ActivateWith is Activate with every field of the request, such as Force. A release
+// refused because it (or one it is built on) was rolled back is an *APIError matching
+// ErrRolledBack.
+func (c *Client) ActivateWith(ctx context.Context, repo string, req api.ActivateRequest) (*api.Activation, error) {
 	var out api.Activation
-	return &out, c.do(ctx, http.MethodPost, repoPath(repo, "activate"), api.ActivateRequest{Release: id, ExpectActive: expect}, &out)
+	return &out, c.do(ctx, http.MethodPost, repoPath(repo, "activate"), req, &out)
 }
 
 // Rollback makes the previously active release active again if expect is the active

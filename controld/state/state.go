@@ -129,8 +129,11 @@ type Activation struct {
 }
 
 // Flip asks to move a repository's active pointer to To, only if Expect is active now
-// ("" for none). With Rollback, To is ignored: the target is the release that was active
-// before the current one (the From of the latest history entry).
+// ("" for none). With Rollback and no To, the target is the release that was active
+// before the current one (the From of the latest history entry); with Rollback and a To
+// (a re-published rollback release), To is activated as a rollback. Either way the
+// release it deactivates is marked rolled back (see RollbackMarks). Force activates a
+// release that is rolled back, or built on one, and clears those marks.
 type Flip struct {
 	Repository string
 	To         string
@@ -138,6 +141,7 @@ type Flip struct {
 	By         string
 	At         time.Time
 	Rollback   bool
+	Force      bool
 }
 
 // Recorded is the outcome of RecordRelease.
@@ -209,11 +213,13 @@ type Store interface {
 	Releases(ctx context.Context, repo string) ([]Release, error)
 	// Activate performs a compare-and-swap of repo's active pointer (*ConflictError when
 	// Expect is not active; ErrNotFound for an unknown release; ErrNoPrevious for a
-	// rollback with nothing to go back to). Activating the release that is already
+	// rollback with nothing to go back to; *RolledBackError for a rolled-back release
+	// without Force). Activating the release that is already
 	// active, as expected, changes nothing and returns the latest history entry.
 	Activate(ctx context.Context, f Flip) (Activation, error)
 	// History returns repo's activations, oldest first.
 	History(ctx context.Context, repo string) ([]Activation, error)
+	RollbackMarks
 
 	// Version returns the routes version.
 	Version(ctx context.Context) (uint64, error)

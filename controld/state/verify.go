@@ -10,8 +10,8 @@ import (
 // repository's history is one unbroken chain (every entry starts where the previous one
 // ended, sequence numbers 1, 2, ...) that ends at the active pointer; every release the
 // history or the pointer names is recorded; every release's parent is recorded; each
-// hostname belongs to one repository; retired releases are recorded and not active.
-// It returns all problems found, joined.
+// hostname belongs to one repository; retired releases are recorded and not active; the
+// active release is not marked rolled back. It returns all problems found, joined.
 func Verify(ctx context.Context, st Store) error {
 	repos, err := st.Repositories(ctx)
 	if err != nil {
@@ -90,6 +90,9 @@ func verifyRepository(ctx context.Context, st Store, r Repository) error {
 		if _, ok := known[x.Release]; !ok || x.Release == active {
 			bad("retired release %s is unrecorded or active", x.Release)
 		}
+	}
+	if err := verifyRolledBack(ctx, st, r.Name, active); err != nil {
+		problems = append(problems, err)
 	}
 	return errors.Join(problems...)
 }

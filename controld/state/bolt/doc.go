@@ -3,5 +3,6 @@
 //
 // Layout: buckets meta (schema, routes version), repos (name → JSON), hosts (hostname →
 // repository), releases/<repo> (id → JSON), history/<repo> (big-endian sequence →
-// JSON), tokens (name → JSON) and tokenhash (hash → name).
+// JSON), tokens (name → JSON), tokenhash (hash → name) and rolledback/<repo> (id → JSON
+// mark of a rolled-back release; made by the first rollback).
 package bolt

@@ -48,7 +48,7 @@ func (s *Store) RecordRelease(ctx context.Context, rel state.Release, flip *stat
 		}
 		if flip != nil {
 			f := *flip
-			f.Repository, f.To, f.Rollback = rel.Repository, rel.ID, false
+			f.Repository, f.To = rel.Repository, rel.ID
 			a, err := activate(tx, f)
 			if err != nil {
 				return err
@@ -146,6 +146,13 @@ func activate(tx *bbolt.Tx, f state.Flip) (state.Activation, error) {
 	if r.Active != nil {
 		current = r.Active.Release
 	}
+	if !f.Rollback && !f.Force && f.To != current {
+		// Before the compare-and-swap: a release built on a rolled-back one fails both,
+		// and that it was rolled back is what the caller needs to hear.
+		if err := checkRolledBack(tx, r.Name, f.To, current); err != nil {
+			return state.Activation{}, err
+		}
+	}
 	if current != f.Expect {
 		return state.Activation{}, &state.ConflictError{Repository: r.Name, Expected: f.Expect, Active: current}
 	}
@@ -155,7 +162,7 @@ func activate(tx *bbolt.Tx, f state.Flip) (state.Activation, error) {
 			return state.Activation{}, fmt.Errorf("decode history entry %x: %w", k, err)
 		}
 	}
-	if f.Rollback {
+	if f.Rollback && f.To == "" {
 		if last.From == "" {
 			return state.Activation{}, fmt.Errorf("repository %s: %w", r.Name, state.ErrNoPrevious)
 		}
@@ -170,6 +177,9 @@ func activate(tx *bbolt.Tx, f state.Flip) (state.Activation, error) {
 	}
 	if f.To == current {
 		return last, nil
+	}
+	if err := rolledBackFlip(tx, r.Name, f, current); err != nil {
+		return state.Activation{}, err
 	}
 	seq, err := hist.NextSequence()
 	if err != nil {

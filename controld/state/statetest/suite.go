@@ -31,6 +31,7 @@ func Run(t *testing.T, open Open) {
 		{"record", testRecord},
 		{"activate", testActivate},
 		{"rollback", testRollback},
+		{"rolled back", testRolledBack},
 		{"record and activate", testRecordActivate},
 		{"concurrent activations", testConcurrentActivations},
 		{"tokens", testTokens},
