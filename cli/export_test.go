@@ -100,6 +100,7 @@ func TestExportCommand(t *testing.T) {
 		os.Remove(f)
 	}
 	p.add(t, "second")
+	armorOK(t, "-c", p.cfg, "remove", "exported")
 	armorOK(t, "-c", p.cfg, "push", "--no-activate")
 	m2 := loadManifest(t, p.manifestPath())
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/controld/client"
+	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
 )
@@ -149,6 +150,12 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 		}
 	}
 	r, err := publish.Push(ctx, po)
+	if r != nil && r.Recorded {
+		// The next build names this release as its parent.
+		if rerr := gen.Recorded(po.Cache, r.Release); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
 	if errors.Is(err, publish.ErrNoStore) {
 		return nil, noStoreError(cfg)
 	}

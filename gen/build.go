@@ -143,6 +143,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	writeTreeMarker(&o, m.ID)
+	writeUnrecorded(&o, m)
 	writeStatCache(&o, <-cacheData)
 	stats.Packages = len(m.Packages)
 	return &Result{Manifest: m, Parent: par.m, Encoded: encoded, Stats: stats}, nil
@@ -157,7 +158,7 @@ func newManifest(o *Options, parent *manifest.Manifest, pkgs []manifest.Package)
 		Packages:   pkgs,
 	}
 	if parent != nil {
-		m.Parent = parent.ID
+		m.Parent = recordedAncestor(o, parent)
 	}
 	return m
 }

@@ -322,3 +322,31 @@ func stanzaOf(t *testing.T, data []byte, name, version string) string {
 	}
 	return ""
 }
+
+// TestUnrecordedParent: a release built on one that was built here and never recorded
+// names that one's parent, since controld could never activate on it; once it is
+// recorded, the next build names it.
+func TestUnrecordedParent(t *testing.T) {
+	r := newRepo(t, repoConfig{Synth: 2})
+	first := r.mustBuild().Manifest
+	if err := gen.Recorded(r.Opts.CacheDir, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	writeOne(t, r.in("a"), "apkg", "1.0", "amd64", "")
+	second := r.mustBuild().Manifest
+	if second.Parent != first.ID {
+		t.Fatalf("second release's parent %s, want the recorded first %s", second.Parent, first.ID)
+	}
+	writeOne(t, r.in("b"), "bpkg", "1.0", "amd64", "")
+	third := r.mustBuild().Manifest
+	if third.Parent != first.ID {
+		t.Errorf("a release built on the unrecorded second names %s, want the first %s", third.Parent, first.ID)
+	}
+	if err := gen.Recorded(r.Opts.CacheDir, third.ID); err != nil {
+		t.Fatal(err)
+	}
+	writeOne(t, r.in("c"), "cpkg", "1.0", "amd64", "")
+	if fourth := r.mustBuild().Manifest; fourth.Parent != third.ID {
+		t.Errorf("a release built on the recorded third names %s, want %s", fourth.Parent, third.ID)
+	}
+}

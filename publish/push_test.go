@@ -77,6 +77,8 @@ func (p pushProject) build(t *testing.T) {
 		Suites: []gen.Suite{{
 			Codename: "stable", Components: []string{"main"}, Architectures: []string{"amd64", "arm64"},
 			Inputs: map[string][]string{"main": {"debs/*.deb"}},
+			// The tests change a release by changing debs/: the suite mirrors it.
+			Sync: true, MaxRemovals: 1,
 		}},
 		BaseDir: p.dir, TreeDir: p.tree(), CacheDir: p.cache(),
 		LoadPrevious: func() (*manifest.Manifest, error) {
