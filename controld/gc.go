@@ -197,8 +197,16 @@ func (c *collection) markRelease(ctx context.Context, rel state.Release) error {
 		return nil // another release with the same manifest: the same objects
 	}
 	m, err := c.s.loadManifest(ctx, rel.Manifest)
-	if err != nil {
-		return fmt.Errorf("garbage collection stopped, nothing more deleted: read the manifest of release %s of %s: %w", rel.ID, rel.Repository, err)
+	var e *Error
+	switch {
+	case errors.As(err, &e):
+		// Without the manifest the release's objects are unknown: deleting anything
+		// might break it.
+		return &Error{Status: e.Status, Code: e.Code, Err: err, Message: fmt.Sprintf(
+			"garbage collection stopped, no object deleted since: the manifest of release %s of %s cannot be read: %s (armor store check --release %s shows what the store lacks)",
+			rel.ID, rel.Repository, e.Message, rel.ID)}
+	case err != nil:
+		return fmt.Errorf("garbage collection: read the manifest of release %s of %s: %w", rel.ID, rel.Repository, err)
 	}
 	c.refs[rel.Manifest] = true
 	for _, o := range m.Objects() {

@@ -405,3 +405,33 @@ func TestGCSchedule(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A release whose manifest cannot be read stops the collection before it deletes an
+// object: what the release needs is unknown.
+func TestGCStopsOnUnreadableManifest(t *testing.T) {
+	f := newFixtureWith(t, gcConfig, nil)
+	ctx := context.Background()
+	f.repo("demo")
+	v1 := f.push("demo", "1.0", true)
+	orphan := put(t, f.store, []byte("nobody's"))
+	f.clock.Add(48 * time.Hour)
+	rel, err := f.admin.Release(ctx, "demo", v1.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.Delete(ctx, rel.Manifest); err != nil {
+		t.Fatal(err)
+	}
+	before := f.store.Len()
+	_, err = f.admin.GC(ctx, false)
+	e := wantStatus(t, err, http.StatusUnprocessableEntity)
+	if !strings.Contains(e.Message, "garbage collection stopped") || !strings.Contains(e.Message, v1.id) {
+		t.Errorf("gc with a manifest missing: %q; want it to say it stopped, naming the release", e.Message)
+	}
+	if f.store.Len() != before {
+		t.Errorf("gc deleted %d objects though it could not read a manifest", before-f.store.Len())
+	}
+	if ok, _ := f.store.Has(ctx, orphan); !ok {
+		t.Errorf("gc deleted an orphan though it could not read a manifest")
+	}
+}
