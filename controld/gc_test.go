@@ -435,3 +435,23 @@ func TestGCStopsOnUnreadableManifest(t *testing.T) {
 		t.Errorf("gc deleted an orphan though it could not read a manifest")
 	}
 }
+
+// The body is decoded strictly: a misspelt field is refused by name, not taken for a
+// real collection.
+func TestGCBody(t *testing.T) {
+	f := newFixture(t)
+	orphan := put(t, f.store, []byte("nobody's"))
+	f.clock.Add(48 * time.Hour)
+	for _, body := range []string{`{"dryrun": true}`, ``, `{"dry_run": "yes"}`} {
+		status, out := f.rawRequest("POST", "/v1/gc", f.secret, []byte(body))
+		if status != http.StatusBadRequest {
+			t.Errorf("POST /v1/gc %s: %d %s, want 400", body, status, out)
+		}
+	}
+	if status, out := f.rawRequest("POST", "/v1/gc", f.secret, []byte(`{"dryrun": true}`)); !strings.Contains(out, "dryrun") {
+		t.Errorf("unknown field: %d %s; want it named", status, out)
+	}
+	if ok, _ := f.store.Has(context.Background(), orphan); !ok {
+		t.Errorf("a refused request collected garbage")
+	}
+}
