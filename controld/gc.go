@@ -43,7 +43,8 @@ import (
 // collector deletes in batches under the write lock, first marking the objects of every
 // release recorded since its last look. So an object is never deleted once a release
 // referencing it is recorded, and a release whose object was deleted before it was
-// verified is refused (422, the object is missing), never recorded incomplete.
+// verified is refused (422, the object is missing), never recorded incomplete; running
+// armor push again uploads the object (the push forgets what it believed stored).
 //
 // The lock is in this process: one controld owns the store's collection. Replicas on a
 // shared database would need the lock in the database.
