@@ -46,6 +46,7 @@ type CLI struct {
 	Rollback RollbackCmd `cmd:"" help:"Re-activate the previously active release."`
 	Status   StatusCmd   `cmd:"" help:"Show what is active, since when, and who made it so."`
 	Store    StoreCmd    `cmd:"" help:"Check the object store: every object of the kept releases present and intact."`
+	GC       GCCmd       `cmd:"" name:"gc" help:"Delete what no kept release references from the object store (controld does it)."`
 	Repos    ReposCmd    `cmd:"" help:"Create, show and list repositories in controld."`
 	Tokens   TokensCmd   `cmd:"" help:"Create, list and revoke controld tokens."`
 	Controld ControldCmd `cmd:"" help:"Run the control daemon."`

@@ -274,18 +274,20 @@ func readmeSection(t *testing.T, title string) []string {
 // allow calls; API.md's endpoint table). A command missing here still needs a row in
 // the README's table.
 var tokenActions = map[string][]string{
-	"repos create":  {"admin"},
-	"repos show":    {"read"},
-	"repos list":    {"read"},
-	"tokens create": {"admin"},
-	"tokens list":   {"admin"},
-	"tokens revoke": {"admin"},
-	"push":          {"activate", "push"},
-	"rollback":      {"activate", "push"},
-	"activate":      {"activate"},
-	"releases list": {"read"},
-	"status":        {"read"},
-	"edged":         {"read"},
+	"repos create":    {"admin"},
+	"repos show":      {"read"},
+	"repos list":      {"read"},
+	"tokens create":   {"admin"},
+	"tokens list":     {"admin"},
+	"tokens revoke":   {"admin"},
+	"push":            {"activate", "push"},
+	"rollback":        {"activate", "push"},
+	"activate":        {"activate"},
+	"releases list":   {"read"},
+	"releases delete": {"admin"},
+	"gc":              {"admin"},
+	"status":          {"read"},
+	"edged":           {"read"},
 }
 
 var actionWord = regexp.MustCompile("`(read|push|activate|admin)`")

@@ -126,9 +126,10 @@ func httpClient(caCert string) (*http.Client, error) {
 	return hc, nil
 }
 
-// ReleasesCmd groups release listing.
+// ReleasesCmd groups release listing and deletion.
 type ReleasesCmd struct {
-	List ReleasesListCmd `cmd:"" default:"withargs" help:"List recorded releases, newest first."`
+	List   ReleasesListCmd   `cmd:"" default:"withargs" help:"List recorded releases, newest first."`
+	Delete ReleasesDeleteCmd `cmd:"" help:"Delete a recorded release that is neither active, nor retained, nor the rollback target."`
 }
 
 // ReleasesListCmd lists releases.

@@ -150,8 +150,9 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 		}
 	}
 	r, err := publish.Push(ctx, po)
-	if r != nil && r.Recorded {
-		// The next build names this release as its parent.
+	if r != nil && (r.Recorded || (err == nil && !r.DryRun && po.Controld == nil)) {
+		// The next build names this release as its parent: it is published (recorded,
+		// or with --store-only in the store, where no controld checks parents).
 		if rerr := gen.Recorded(po.Cache, r.Release); rerr != nil && err == nil {
 			err = rerr
 		}

@@ -28,7 +28,7 @@ type StoreCheckCmd struct {
 
 // Help is store check's detailed help: which releases, and what its exit status says.
 func (c *StoreCheckCmd) Help() string {
-	return fmt.Sprintf(`By default it checks every release recorded in controld (none is ever deleted, so every one is kept); --served only the active release and those retained within the repository's window, --release one. For each it reads the manifest from the store by hash, then checks every object the manifest lists and the manifest object itself: missing from the store (named in armor.toml), or present with another size, or with --read-data another SHA-256. An object shared by several releases is checked once. Each problem is printed on one line with the object, its size and every release and path that uses it.
+	return fmt.Sprintf(`By default it checks every release recorded in controld (armor gc deletes objects only of releases it forgets); --served only the active release and those retained within the repository's window, --release one. For each it reads the manifest from the store by hash, then checks every object the manifest lists and the manifest object itself: missing from the store (named in armor.toml), or present with another size, or with --read-data another SHA-256. An object shared by several releases is checked once. Each problem is printed on one line with the object, its size and every release and path that uses it.
 
 Without controld, --manifest FILE checks the release of a local manifest.
 

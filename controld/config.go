@@ -48,6 +48,20 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful shutdown (default 10s).
 	ShutdownTimeout duration.Duration `toml:"shutdown_timeout"`
 
+	// GCInterval runs the garbage collector this often (see gc.go). The default, 0,
+	// never runs it on its own: deleting is opted into, with "24h" for daily; armor gc
+	// runs it on demand either way.
+	GCInterval duration.Duration `toml:"gc_interval"`
+	// GCGrace spares objects younger than this (default 24h): a push uploads its
+	// objects before it records its release, and must never find them collected.
+	GCGrace duration.Duration `toml:"gc_grace"`
+	// GCKeepLast keeps the releases last active in each repository, the active one
+	// counted (default 3), so there is more than one release to go back to.
+	GCKeepLast int `toml:"gc_keep_last"`
+	// GCKeepDrafts keeps a release recorded but never activated this long after its
+	// push (default 168h), so one pushed for later activation is still there.
+	GCKeepDrafts duration.Duration `toml:"gc_keep_drafts"`
+
 	// Now is the clock (default time.Now); tests inject their own.
 	Now func() time.Time `toml:"-"`
 	// Logger receives request and error logs (default: discarded). Run sets it.
@@ -97,6 +111,15 @@ func (c Config) withDefaults() Config {
 	if c.ShutdownTimeout.D() == 0 {
 		c.ShutdownTimeout = duration.Duration(DefaultShutdownTimeout)
 	}
+	if c.GCGrace.D() == 0 {
+		c.GCGrace = duration.Duration(DefaultGCGrace)
+	}
+	if c.GCKeepLast == 0 {
+		c.GCKeepLast = DefaultGCKeepLast
+	}
+	if c.GCKeepDrafts.D() == 0 {
+		c.GCKeepDrafts = duration.Duration(DefaultGCKeepDrafts)
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -117,6 +140,10 @@ func (c Config) check() error {
 		return errors.New("max_body and max_manifest must be positive")
 	case c.StoreConcurrency < 0:
 		return errors.New("store_concurrency must be positive")
+	case c.GCInterval.D() < 0 || c.GCGrace.D() < 0 || c.GCKeepDrafts.D() < 0:
+		return errors.New("gc_interval, gc_grace and gc_keep_drafts must not be negative")
+	case c.GCKeepLast < 0:
+		return errors.New("gc_keep_last must not be negative")
 	}
 	return nil
 }

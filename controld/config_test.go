@@ -15,7 +15,8 @@ func TestExampleConfig(t *testing.T) {
 	}
 	if cfg.Listen != "127.0.0.1:7380" || cfg.DataDir != "/var/lib/armor/controld" || cfg.Store != "/srv/armor/store" ||
 		cfg.Retention.D() != 48*time.Hour || cfg.MaxBody != 1<<20 || cfg.StoreConcurrency != 32 ||
-		cfg.ShutdownTimeout.D() != 10*time.Second || cfg.TLSCert != "" {
+		cfg.ShutdownTimeout.D() != 10*time.Second || cfg.TLSCert != "" ||
+		cfg.GCInterval.D() != 0 || cfg.GCGrace.D() != 24*time.Hour || cfg.GCKeepLast != 3 || cfg.GCKeepDrafts.D() != 7*24*time.Hour {
 		t.Errorf("example config = %+v", cfg)
 	}
 }
@@ -37,6 +38,14 @@ func TestParseConfig(t *testing.T) {
 		{"bad duration", `retention = "two days"`, `"7d", "48h"`, nil},
 		{"half of TLS", `tls_cert = "c.pem"`, "tls_cert and tls_key", nil},
 		{"negative retention", `retention = "-1h"`, "negative", nil},
+		{"gc off by default, with a day of grace", "", "", func(c controld.Config) bool {
+			return c.GCInterval.D() == 0 && c.GCGrace.D() == controld.DefaultGCGrace && c.GCKeepLast == controld.DefaultGCKeepLast
+		}},
+		{"gc settings", "gc_interval = \"24h\"\ngc_grace = \"2h\"\ngc_keep_last = 5\ngc_keep_drafts = \"1d\"", "", func(c controld.Config) bool {
+			return c.GCInterval.D() == 24*time.Hour && c.GCGrace.D() == 2*time.Hour && c.GCKeepLast == 5 && c.GCKeepDrafts.D() == 24*time.Hour
+		}},
+		{"negative gc grace", `gc_grace = "-1h"`, "gc_grace", nil},
+		{"negative gc keep", `gc_keep_last = -1`, "gc_keep_last", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

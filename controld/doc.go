@@ -1,7 +1,9 @@
 // Package controld is armor's control daemon as a library: it records verified releases,
 // flips each repository's active pointer by compare-and-swap, keeps the history, manages
 // repositories (hostnames, public keys, retention) and tokens, and publishes the routes
-// feed that edges poll. It speaks HTTP+JSON under /v1 (see API.md).
+// feed that edges poll, and collects the object store's garbage: releases no rule keeps
+// and objects no recorded release references (gc.go). It speaks HTTP+JSON under /v1 (see
+// API.md).
 //
 // Run is the daemon; NewServer and Server.Handler serve the API in process; CreateToken
 // bootstraps the first admin token against a data directory while no daemon runs. State

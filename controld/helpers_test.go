@@ -88,6 +88,13 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, controld.Config{}, nil)
+}
+
+// newFixtureWith is newFixture with a config (its clock is the fixture's) and, unless
+// nil, a wrapper of the object store the server uses.
+func newFixtureWith(t *testing.T, cfg controld.Config, wrap func(store.Store) store.Store) *fixture {
+	t.Helper()
 	dir := t.TempDir()
 	secret, err := controld.CreateToken(dir, "root", []string{"*"}, []string{"admin", "push", "activate", "read"})
 	if err != nil {
@@ -97,9 +104,15 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, store: store.NewMemory(), st: st, clock: newClock(), secret: secret,
+	c := newClock()
+	f := &fixture{t: t, store: store.NewMemoryClock(c.Now), st: st, clock: c, secret: secret,
 		key: loadKey(t, "eddsa"), other: loadKey(t, "rsa")}
-	f.srv, err = controld.NewServer(controld.Config{Now: f.clock.Now}, f.store, st)
+	cfg.Now = f.clock.Now
+	var cas store.Store = f.store
+	if wrap != nil {
+		cas = wrap(cas)
+	}
+	f.srv, err = controld.NewServer(cfg, cas, st)
 	if err != nil {
 		t.Fatal(err)
 	}

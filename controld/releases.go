@@ -33,6 +33,7 @@ func (s *Server) recordRelease(c *call) error {
 	if req.ExpectActive != "" && !manifest.ValidDigest(req.ExpectActive) {
 		return badRequest("expect_active %q is not a release id", req.ExpectActive)
 	}
+	defer s.holdRecording()() // no object is collected between verifying and recording
 	repo, err := s.st.Repository(c.ctx(), name)
 	if err != nil {
 		return err

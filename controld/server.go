@@ -32,6 +32,7 @@ type Server struct {
 
 	known  knownObjects // the active manifests' objects, known to be in the store
 	expiry expiryWatch
+	gc     gcState
 }
 
 // NewServer returns a server; it does not own store or st and never closes them.
@@ -73,6 +74,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer stopWatch()
 	go s.watchExpiry(watchCtx, expiryInterval)
 	go s.cleanTemp(watchCtx, tempCleanInterval)
+	if s.cfg.GCInterval > 0 {
+		go s.scheduleGC(watchCtx, s.cfg.GCInterval.D())
+	}
 
 	errc := make(chan error, 1)
 	go func() {
@@ -190,6 +194,7 @@ func (s *Server) register() {
 	s.route("GET /v1/repos/{repo}/releases", s.listReleases)
 	s.route("POST /v1/repos/{repo}/releases", s.recordRelease)
 	s.route("GET /v1/repos/{repo}/releases/{id}", s.showRelease)
+	s.route("DELETE /v1/repos/{repo}/releases/{id}", s.deleteRelease)
 	s.route("POST /v1/repos/{repo}/activate", s.activate)
 	s.route("POST /v1/repos/{repo}/rollback", s.rollback)
 	s.route("GET /v1/repos/{repo}/history", s.history)
@@ -199,6 +204,7 @@ func (s *Server) register() {
 	s.route("POST /v1/tokens", s.createToken)
 	s.route("DELETE /v1/tokens/{name}", s.revokeToken)
 	s.route("GET /v1/routes", s.routes)
+	s.route("POST /v1/gc", s.gcHandler)
 	s.route("/", func(c *call) error {
 		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no endpoint %s %s (see controld/API.md)", c.r.Method, c.r.URL.Path)}
 	})

@@ -18,6 +18,8 @@
 //     manifest by hash, checked against it.
 //   - Check: find the objects of recorded releases that the store lacks or holds with
 //     another size or content (armor store check).
+//   - DeleteRelease and GC: forget a release, and have controld delete from the store
+//     what no kept release references (armor releases delete, armor gc).
 //
 // It takes plain options (paths, an opened store or a remote, a controld client, a
 // signing key) and returns results; it never prints and never exits. Progress comes

@@ -142,6 +142,11 @@ func Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		return res, nil
 	}
 	if err := record(ctx, c, o.Controld, m, res); err != nil {
+		if errors.Is(err, client.ErrInvalid) {
+			// controld refused the release, perhaps because objects this cache remembers
+			// pushing were collected since (armor gc): the next push asks about each again.
+			_ = os.Remove(pushedStatePath(o.Cache, s))
+		}
 		return res, err
 	}
 	res.Elapsed = time.Since(start)

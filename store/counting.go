@@ -8,18 +8,19 @@ import (
 
 // Counts are the calls a Counting store has seen, and the bytes its Put calls read.
 type Counts struct {
-	Has, Stat, Put, Open, Delete int64
-	BytesPut                     int64
+	Has, Stat, Put, Open, Delete, List int64
+	BytesPut                           int64
 }
 
 // Requests is the number of calls of every kind.
-func (c Counts) Requests() int64 { return c.Has + c.Stat + c.Put + c.Open + c.Delete }
+func (c Counts) Requests() int64 { return c.Has + c.Stat + c.Put + c.Open + c.Delete + c.List }
 
 // Counting is a Store that counts the calls made to the Store it wraps, for tests and
 // benchmarks.
 type Counting struct {
 	s                            Store
 	has, stat, put, open, delete atomic.Int64
+	list                         atomic.Int64
 	bytesPut                     atomic.Int64
 }
 
@@ -32,13 +33,13 @@ func NewCounting(s Store) *Counting { return &Counting{s: s} }
 func (c *Counting) Counts() Counts {
 	return Counts{
 		Has: c.has.Load(), Stat: c.stat.Load(), Put: c.put.Load(), Open: c.open.Load(),
-		Delete: c.delete.Load(), BytesPut: c.bytesPut.Load(),
+		Delete: c.delete.Load(), List: c.list.Load(), BytesPut: c.bytesPut.Load(),
 	}
 }
 
 // Reset sets every count back to zero.
 func (c *Counting) Reset() {
-	for _, n := range []*atomic.Int64{&c.has, &c.stat, &c.put, &c.open, &c.delete, &c.bytesPut} {
+	for _, n := range []*atomic.Int64{&c.has, &c.stat, &c.put, &c.open, &c.delete, &c.list, &c.bytesPut} {
 		n.Store(0)
 	}
 }
@@ -74,6 +75,12 @@ func (c *Counting) Open(ctx context.Context, sum string, offset, length int64) (
 func (c *Counting) Delete(ctx context.Context, sum string) error {
 	c.delete.Add(1)
 	return c.s.Delete(ctx, sum)
+}
+
+// List counts one call however many objects it lists.
+func (c *Counting) List(ctx context.Context, fn func(Listed) error) error {
+	c.list.Add(1)
+	return c.s.List(ctx, fn)
 }
 
 type countingReader struct {

@@ -77,6 +77,15 @@ func (l *limitStore) Delete(ctx context.Context, sum string) error {
 	return l.s.Delete(ctx, sum)
 }
 
+// List holds one slot for the whole listing.
+func (l *limitStore) List(ctx context.Context, fn func(Listed) error) error {
+	if err := l.acquire(ctx); err != nil {
+		return err
+	}
+	defer l.release()
+	return l.s.List(ctx, fn)
+}
+
 // releasingReader gives back a semaphore slot when closed (once).
 type releasingReader struct {
 	io.ReadCloser

@@ -6,19 +6,28 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 )
 
 // Memory is an in-memory Store for tests. The zero value is not usable; call NewMemory.
 type Memory struct {
-	mu      sync.RWMutex
-	objects map[string][]byte
+	mu       sync.RWMutex
+	objects  map[string][]byte
+	modTimes map[string]time.Time
+	now      func() time.Time
 }
 
 var _ Store = (*Memory)(nil)
 
 // NewMemory returns an empty in-memory store.
 func NewMemory() *Memory {
-	return &Memory{objects: make(map[string][]byte)}
+	return NewMemoryClock(time.Now)
+}
+
+// NewMemoryClock returns an empty in-memory store whose objects are stamped with now()
+// when they are put, so a test can age them.
+func NewMemoryClock(now func() time.Time) *Memory {
+	return &Memory{objects: make(map[string][]byte), modTimes: make(map[string]time.Time), now: now}
 }
 
 func (m *Memory) get(ctx context.Context, sum string) ([]byte, bool, error) {
@@ -75,6 +84,7 @@ func (m *Memory) Put(ctx context.Context, sum string, size int64, r io.Reader) (
 		return false, nil
 	}
 	m.objects[sum] = buf.Bytes()
+	m.modTimes[sum] = m.now()
 	return true, nil
 }
 
@@ -103,6 +113,29 @@ func (m *Memory) Delete(ctx context.Context, sum string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.objects, sum)
+	delete(m.modTimes, sum)
+	return nil
+}
+
+// List calls fn for every object, on a copy taken first, so fn may use the store.
+func (m *Memory) List(ctx context.Context, fn func(Listed) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.RLock()
+	all := make([]Listed, 0, len(m.objects))
+	for sum, b := range m.objects {
+		all = append(all, Listed{SHA256: sum, Size: int64(len(b)), ModTime: m.modTimes[sum]})
+	}
+	m.mu.RUnlock()
+	for _, o := range all {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := fn(o); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -8,15 +8,18 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rclone/rclone/fs"
 	"github.com/rclone/rclone/fs/config"
 	"github.com/rclone/rclone/fs/fspath"
 	"github.com/rclone/rclone/fs/object"
+	"github.com/rclone/rclone/fs/walk"
 )
 
 // Timeouts of requests to an rclone remote. A metadata request (the existence check
@@ -94,6 +97,10 @@ func OpenRcloneWith(ctx context.Context, remote string, opts RcloneOptions) (*Rc
 	ci.ConnectTimeout = fs.Duration(rcloneConnectTimeout)
 	ci.Timeout = fs.Duration(rcloneIdleTimeout)
 	ci.LowLevelRetries = rcloneRetries
+	// An object's modification time is when it was stored (List reports it to the
+	// garbage collector). Bucket listings carry it, where the mtime rclone keeps in
+	// metadata would cost one request per object.
+	ci.UseServerModTime = true
 	if opts.Attempts > 0 {
 		ci.LowLevelRetries = opts.Attempts
 	}
@@ -268,6 +275,47 @@ func (s *Rclone) Delete(ctx context.Context, sum string) error {
 	defer cancel()
 	if err := o.Remove(rctx); err != nil && !isNotFound(err) {
 		return s.explain(ctx, "delete "+sum, err)
+	}
+	return nil
+}
+
+// List walks objects/sha256/ recursively (one flat listing on bucket-based remotes).
+func (s *Rclone) List(ctx context.Context, fn func(Listed) error) error {
+	const dir = "objects/sha256"
+	cctx := s.callCtx(ctx)
+	var mu sync.Mutex // the walk may call back from several goroutines
+	var fnErr error
+	err := walk.ListR(cctx, s.f, dir, true, -1, walk.ListObjects, func(entries fs.DirEntries) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if fnErr != nil {
+			return fnErr
+		}
+		for _, e := range entries {
+			o, ok := e.(fs.Object)
+			if !ok {
+				continue
+			}
+			sum := path.Base(o.Remote())
+			if !ValidDigest(sum) || o.Remote() != ObjectPath(sum) {
+				continue
+			}
+			if err := fn(Listed{SHA256: sum, Size: o.Size(), ModTime: o.ModTime(cctx)}); err != nil {
+				fnErr = err
+				return err
+			}
+		}
+		return ctx.Err()
+	})
+	switch {
+	case fnErr != nil:
+		return fnErr
+	case ctx.Err() != nil:
+		return fmt.Errorf("list store %s: %w", s.name, ctx.Err())
+	case errors.Is(err, fs.ErrorDirNotFound):
+		return nil // nothing stored yet
+	case err != nil:
+		return s.explain(ctx, "list objects", err)
 	}
 	return nil
 }

@@ -131,3 +131,25 @@ func (r *retryStore) Open(ctx context.Context, sum string, offset, length int64)
 func (r *retryStore) Delete(ctx context.Context, sum string) error {
 	return r.do(ctx, func() error { return r.s.Delete(ctx, sum) })
 }
+
+// List retries a listing that failed before it called fn; once fn has seen an object, a
+// failure is returned as it is, since another try would show fn objects twice.
+func (r *retryStore) List(ctx context.Context, fn func(Listed) error) error {
+	called := false
+	var final error
+	err := r.do(ctx, func() error {
+		err := r.s.List(ctx, func(o Listed) error {
+			called = true
+			return fn(o)
+		})
+		if called {
+			final = err
+			return nil
+		}
+		return err
+	})
+	if called {
+		return final
+	}
+	return err
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"time"
 )
 
 // Errors of the Store contract. Implementations wrap them; callers test with errors.Is.
@@ -21,6 +22,16 @@ var (
 type Info struct {
 	SHA256 string
 	Size   int64
+}
+
+// Listed is an object found by List.
+type Listed struct {
+	SHA256 string
+	Size   int64
+	// ModTime is when the object was written to the store. A garbage collector leaves
+	// objects younger than its grace period alone: they may belong to a push that has
+	// not recorded its release yet.
+	ModTime time.Time
 }
 
 // Store is a content-addressed object store.
@@ -50,6 +61,12 @@ type Store interface {
 	// Delete removes the object; deleting a missing object is not an error. It exists for
 	// a garbage collector, which must make sure no retained release still lists the object.
 	Delete(ctx context.Context, sum string) error
+	// List calls fn once for every object in the store, in no particular order, and
+	// stops at the first error fn returns, returning it. Anything under the store's root
+	// that is not an object (a temporary upload, a name that is not a digest) is skipped.
+	// An object put or deleted while List runs may or may not be seen. It reads the whole
+	// store, so only a garbage collector calls it: no publishing path ever lists.
+	List(ctx context.Context, fn func(Listed) error) error
 	// String names the store for messages, without credentials.
 	String() string
 }

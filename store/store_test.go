@@ -183,3 +183,32 @@ func TestRcloneCleanTemp(t *testing.T) {
 		t.Errorf("fresh temporary upload removed: %v", err)
 	}
 }
+
+// List reports objects only: temporary uploads and stray names under objects/ are not
+// objects, and a garbage collector must not count or delete them.
+func TestRcloneListSkipsNonObjects(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openLocal(t, dir)
+	o := storetest.NewObject([]byte("the one object"))
+	storetest.Put(t, s, o)
+	other := storetest.NewObject([]byte("misplaced"))
+	for _, p := range []string{
+		"tmp/" + o.Sum + ".1234",
+		"objects/sha256/ab/not-a-digest",
+		"objects/sha256/00/" + other.Sum, // a digest under the wrong prefix
+		"README",
+	} {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := storetest.List(t, s)
+	if len(got) != 1 || got[o.Sum].Size != int64(len(o.Data)) {
+		t.Fatalf("List = %v, want only %s", got, o.Sum)
+	}
+}

@@ -189,3 +189,66 @@ func TestCounting(t *testing.T) {
 		t.Errorf("after Reset: %+v", got)
 	}
 }
+
+// listFailing fails its first failures Lists, after showing fn the first object when
+// midway is set, as a listing cut off after its first page would.
+type listFailing struct {
+	store.Store
+	failures int64
+	midway   bool
+	calls    atomic.Int64
+}
+
+func (l *listFailing) List(ctx context.Context, fn func(store.Listed) error) error {
+	if l.calls.Add(1) > l.failures {
+		return l.Store.List(ctx, fn)
+	}
+	if l.midway {
+		stop := errors.New("seen one")
+		err := l.Store.List(ctx, func(o store.Listed) error {
+			if err := fn(o); err != nil {
+				return err
+			}
+			return stop
+		})
+		if err != nil && !errors.Is(err, stop) {
+			return err
+		}
+	}
+	return errFlaky
+}
+
+// WithRetry retries a listing that failed before it showed anything, and never one that
+// did: the caller would see objects twice.
+func TestWithRetryList(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		midway    bool
+		wantErr   error
+		wantCalls int64
+		wantSeen  int
+	}{
+		{"failed at once: retried", false, nil, 2, 3},
+		{"failed midway: returned", true, errFlaky, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := store.NewMemory()
+			for i := range 3 {
+				storetest.Put(t, mem, storetest.NewObject([]byte{byte(i)}))
+			}
+			l := &listFailing{Store: mem, failures: 1, midway: tc.midway}
+			seen := 0
+			err := store.WithRetry(l, 3, time.Millisecond).List(context.Background(), func(store.Listed) error {
+				seen++
+				return nil
+			})
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+				t.Fatalf("List = %v, want %v", err, tc.wantErr)
+			}
+			if l.calls.Load() != tc.wantCalls || seen != tc.wantSeen {
+				t.Errorf("%d listings, %d objects seen; want %d, %d", l.calls.Load(), seen, tc.wantCalls, tc.wantSeen)
+			}
+		})
+	}
+}

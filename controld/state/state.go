@@ -183,6 +183,7 @@ type Snapshot struct {
 // The routes version starts at 1 and grows by one with every change an edge must see:
 // a repository created, hostnames added, a retention change, a flip, a BumpVersion.
 type Store interface {
+	Deleter // deleting releases: gc.go
 	// CreateRepository adds a repository (ErrExists if the name is taken) and claims
 	// its hostnames (*HostnameTakenError if one belongs to another repository).
 	CreateRepository(ctx context.Context, r Repository) error

@@ -9,9 +9,10 @@ import (
 // Verify checks the logical consistency of a store through its interface: each
 // repository's history is one unbroken chain (every entry starts where the previous one
 // ended, sequence numbers 1, 2, ...) that ends at the active pointer; every release the
-// history or the pointer names is recorded; every release's parent is recorded; each
-// hostname belongs to one repository; retired releases are recorded and not active; the
-// active release is not marked rolled back. It returns all problems found, joined.
+// history names is recorded or deleted (DeleteRelease), the active one recorded; every
+// release's parent is recorded or deleted; each hostname belongs to one repository;
+// retired releases are recorded and not active; the active release is not marked rolled
+// back. It returns all problems found, joined.
 func Verify(ctx context.Context, st Store) error {
 	repos, err := st.Repositories(ctx)
 	if err != nil {
@@ -52,9 +53,20 @@ func verifyRepository(ctx context.Context, st Store, r Repository) error {
 		}
 		known[rel.ID] = rel
 	}
+	deleted, err := st.DeletedReleases(ctx, r.Name)
+	if err != nil {
+		return fmt.Errorf("repository %s: list deleted releases: %w", r.Name, err)
+	}
+	existed := make(map[string]bool, len(rels)+len(deleted))
+	for _, d := range deleted {
+		existed[d.Release.ID] = true
+	}
+	for id := range known {
+		existed[id] = true
+	}
 	for _, rel := range rels {
 		if rel.Parent != "" {
-			if _, ok := known[rel.Parent]; !ok {
+			if !existed[rel.Parent] {
 				bad("release %s has an unrecorded parent %s", rel.ID, rel.Parent)
 			}
 		}
@@ -71,7 +83,7 @@ func verifyRepository(ctx context.Context, st Store, r Repository) error {
 		if a.From != prev {
 			bad("history entry %d starts at %q, but the previous one ended at %q", a.Seq, a.From, prev)
 		}
-		if _, ok := known[a.To]; !ok {
+		if !existed[a.To] {
 			bad("history entry %d activates unrecorded release %s", a.Seq, a.To)
 		}
 		prev = a.To

@@ -14,6 +14,7 @@ type fake struct {
 	repos []state.Repository
 	rels  []state.Release
 	hist  []state.Activation
+	gone  []state.Deleted
 }
 
 func (f fake) Repositories(context.Context) ([]state.Repository, error) { return f.repos, nil }
@@ -21,6 +22,9 @@ func (f fake) Releases(context.Context, string) ([]state.Release, error) {
 	return f.rels, nil
 }
 func (f fake) History(context.Context, string) ([]state.Activation, error) { return f.hist, nil }
+func (f fake) DeletedReleases(context.Context, string) ([]state.Deleted, error) {
+	return f.gone, nil
+}
 
 func TestVerify(t *testing.T) {
 	rel := func(id, parent string, seq uint64) state.Release {
@@ -36,6 +40,12 @@ func TestVerify(t *testing.T) {
 	if err := state.Verify(context.Background(), good); err != nil {
 		t.Fatalf("consistent state: %v", err)
 	}
+	// A deleted release may still be a parent and in the history.
+	pruned := fake{repos: []state.Repository{{Name: "a", Active: good.repos[0].Active}},
+		rels: rels[1:], hist: good.hist, gone: []state.Deleted{{Release: rels[0]}}}
+	if err := state.Verify(context.Background(), pruned); err != nil {
+		t.Fatalf("state with a deleted release: %v", err)
+	}
 	tests := []struct {
 		name   string
 		modify func(f *fake)
@@ -46,6 +56,10 @@ func TestVerify(t *testing.T) {
 		{"gap in sequence", func(f *fake) { f.hist[1].Seq = 3 }, "sequence number 3"},
 		{"unrecorded target", func(f *fake) { f.rels = f.rels[:1]; f.repos[0].Retired = nil }, "unrecorded release r2"},
 		{"unrecorded parent", func(f *fake) { f.rels[1].Parent = "r0" }, "unrecorded parent"},
+		{"deleted active", func(f *fake) {
+			f.gone = []state.Deleted{{Release: f.rels[1]}}
+			f.rels = f.rels[:1]
+		}, "active release r2 is not recorded"},
 		{"incomplete release", func(f *fake) { f.rels[0].Manifest = "" }, "incomplete"},
 		{"wrong active manifest", func(f *fake) { f.repos[0].Active.Manifest = "x" }, "not recorded with manifest"},
 		{"active retired", func(f *fake) { f.repos[0].Retired[0].Release = "r2" }, "retired release r2"},

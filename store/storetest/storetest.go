@@ -56,6 +56,8 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"Empty", testEmpty},
 		{"OpenRanges", testOpenRanges},
 		{"Delete", testDelete},
+		{"List", testList},
+		{"ListStops", testListStops},
 		{"ConcurrentPutSame", testConcurrentPut},
 		{"Large", testLarge},
 		{"Cancelled", testCancelled},
@@ -328,6 +330,73 @@ func testDelete(t *testing.T, s store.Store) {
 		t.Fatal("Put after Delete reported created=false")
 	}
 	AssertContent(t, s, a)
+}
+
+// List returns every object with its size and a modification time from when it was put.
+func testList(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	if got := List(t, s); len(got) != 0 {
+		t.Fatalf("List of an empty store = %v, want nothing", got)
+	}
+	before := time.Now()
+	a, b, gone := NewObject([]byte("list me")), NewObject(nil), NewObject([]byte("deleted"))
+	for _, o := range []Object{a, b, gone} {
+		Put(t, s, o)
+	}
+	if err := s.Delete(ctx, gone.Sum); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	got := List(t, s)
+	if len(got) != 2 {
+		t.Fatalf("List = %v, want %s and %s", got, a.Sum[:12], b.Sum[:12])
+	}
+	for _, o := range []Object{a, b} {
+		l, ok := got[o.Sum]
+		if !ok {
+			t.Fatalf("List = %v, misses %s", got, o.Sum[:12])
+		}
+		if l.Size != int64(len(o.Data)) {
+			t.Errorf("List: %s has size %d, want %d", o.Sum[:12], l.Size, len(o.Data))
+		}
+		// Stores keep whole seconds (S3's Last-Modified): allow that much either side.
+		if l.ModTime.Before(before.Add(-2*time.Second)) || l.ModTime.After(after.Add(2*time.Second)) {
+			t.Errorf("List: %s was modified at %v, not while it was put (%v to %v)", o.Sum[:12], l.ModTime, before, after)
+		}
+	}
+}
+
+// An error from the callback stops List and is what it returns.
+func testListStops(t *testing.T, s store.Store) {
+	for i := range 3 {
+		Put(t, s, NewObject([]byte{byte(i)}))
+	}
+	stop := errors.New("stop here")
+	calls := 0
+	err := s.List(context.Background(), func(store.Listed) error {
+		calls++
+		return stop
+	})
+	if !errors.Is(err, stop) || calls != 1 {
+		t.Fatalf("List whose callback fails = %v after %d calls; want %v after 1", err, calls, stop)
+	}
+}
+
+// List returns every object of s by digest, failing t on error or a repeated digest.
+func List(t testing.TB, s store.Store) map[string]store.Listed {
+	t.Helper()
+	out := map[string]store.Listed{}
+	err := s.List(context.Background(), func(l store.Listed) error {
+		if _, dup := out[l.SHA256]; dup {
+			return fmt.Errorf("%s listed twice", l.SHA256)
+		}
+		out[l.SHA256] = l
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("List = %v", err)
+	}
+	return out
 }
 
 func testConcurrentPut(t *testing.T, s store.Store) {

@@ -36,6 +36,8 @@ func Run(t *testing.T, open Open) {
 		{"concurrent activations", testConcurrentActivations},
 		{"tokens", testTokens},
 		{"version", testVersion},
+		{"delete release", testDeleteRelease},
+		{"delete while activating", testDeleteWhileActivating},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
