@@ -303,6 +303,10 @@ func (s *seeder) findBlocks(b []byte) {
 	}
 	off, pos := xzHeaderSize, 0
 	for _, bl := range blocks {
+		if bl.uncompressed > uint64(len(s.plain)-pos) {
+			f.fail("blocks hold more than the plain index's %d bytes", len(s.plain))
+			return
+		}
 		size := int(bl.unpadded+3) &^ 3
 		if i, ok := s.chunkAt(pos, int(bl.uncompressed)); ok && !f.present[i] {
 			f.found = append(f.found, seedEntry{kind: kindXZ, chunk: i, payload: b[off : off+size : off+size], aux: bl.unpadded, off: off})
