@@ -131,19 +131,27 @@ func (c *Cache) seed(name string, plain, gz, xz []byte, ck chunking) (SeedStats,
 	}
 	_ = parallel(len(jobs), func(i int) error { jobs[i](); return nil })
 
-	var puts []seedEntry
+	type put struct {
+		f *seedForm
+		i int // index into f.found
+	}
+	var puts []put
 	for _, f := range []*seedForm{&s.gz, &s.xz} {
 		s.sample(f)
-		for i, e := range f.found {
+		for i := range f.found {
 			if f.ok[i] {
-				puts = append(puts, e)
+				puts = append(puts, put{f, i})
 			}
 		}
 	}
 	err := parallel(len(puts), func(i int) error {
-		e := puts[i]
-		_, err := c.put(entryName(s.chunks[e.chunk].sum, e.kind), e.payload, e.aux)
-		return err
+		f, k := puts[i].f, puts[i].i
+		e := f.found[k]
+		if _, err := c.put(entryName(s.chunks[e.chunk].sum, e.kind), e.payload, e.aux); err != nil {
+			f.ok[k] = false // not stored: counted as skipped
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		return s.stats(), fmt.Errorf("seed index cache from %s: %w", name, err)

@@ -522,3 +522,28 @@ func FuzzSeed(f *testing.F) {
 		checkDigests(t, got)
 	})
 }
+
+// TestSeedReportsWriteFailure checks that a cache entry Seed cannot write is an error, and
+// is not counted as seeded.
+func TestSeedReportsWriteFailure(t *testing.T) {
+	base := synthStanzas(100, 68)
+	parent := mustBuild(t, base, nil, small)
+	dir := t.TempDir()
+	var blocked [32]byte
+	for sum := range chunkSums(t, base, small) {
+		blocked = sum
+		break
+	}
+	// A directory where the entry should go: renaming the written entry onto it fails.
+	if err := os.Mkdir(filepath.Join(dir, entryName(blocked, kindGzip)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	st, err := openCache(t, dir).seed(testName, parent.Plain, parent.Gzip, parent.Xz, small)
+	if err == nil || !strings.Contains(err.Error(), entryName(blocked, kindGzip)) {
+		t.Errorf("seed: got error %v, want one naming entry %s", err, entryName(blocked, kindGzip))
+	}
+	checkSeedStats(t, st)
+	if st.Gzip.Seeded != st.Chunks-1 || st.Gzip.Skipped != 1 || st.XZ.Seeded != st.Chunks {
+		t.Errorf("seed stats %+v: want all but the blocked entry seeded", st)
+	}
+}
