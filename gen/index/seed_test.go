@@ -168,6 +168,7 @@ func TestSeedSkipsWhatDoesNotMatch(t *testing.T) {
 	chunks := len(chunkSums(t, base, small))
 	other := mustBuild(t, slices.Replace(slices.Clone(base), 150, 151, synthStanzas(301, 65)[300]), nil, small)
 	one := mustBuild(t, base[:1], nil, small)
+	otherCut := mustBuild(t, base, nil, chunking{min: 2 << 10, avg: 8 << 10, max: 32 << 10})
 	flip := func(b []byte, at int) []byte { b = slices.Clone(b); b[at] ^= 0x40; return b }
 	blocks := xzBlocksOf(t, parent.Xz)
 	tests := []struct {
@@ -205,6 +206,8 @@ func TestSeedSkipsWhatDoesNotMatch(t *testing.T) {
 			// seeded (after it, the offsets in the plain index differ).
 			gzMin: 1, gzMax: chunks - 1, xzMin: 1, xzMax: chunks - 1,
 			gzWhy: "other bytes", xzWhy: "blocks hold", buildFromSeeded: true},
+		{name: "cut by another chunking", in: &Files{Gzip: otherCut.Gzip, Xz: otherCut.Xz},
+			gzMax: chunks / 2, xzMax: chunks / 2, gzWhy: "no member or block", xzWhy: "no member or block"},
 		{name: "plain not an index", in: &Files{Plain: []byte("Package: a\n")},
 			gzWhy: "not a list of stanzas", xzWhy: "not a list of stanzas", chunksOverride: -1},
 		{name: "empty files", in: &Files{Plain: []byte{}, Gzip: []byte{}, Xz: []byte{}}, chunksOverride: -1},
