@@ -48,9 +48,9 @@ var errSeed = errors.New("not seeded")
 // (the smallest full-size one) is also compressed afresh and must come out byte for byte
 // as published; if it does not, the file was made by another compressor or version and
 // nothing of that form is stored. A compressor change that alters some chunks but leaves
-// that one as it was is not detected: such a change must also change the entry kind
-// (kindGzip, kindXZ), and then Seed has to be told, for example by recording the kinds in
-// the manifest beside the files.
+// that one as it was goes unnoticed: whoever changes the cache's entry kinds for such a
+// change must also keep files published before it from being seeded (for example by
+// recording the kinds beside the published files).
 //
 // Files that do not match (written by another tool, cut differently, damaged, or not the
 // three forms of one index) only mean fewer entries: Seed stores the chunks it could
