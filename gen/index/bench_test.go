@@ -183,3 +183,111 @@ func benchChange(b *testing.B, stanzas [][]byte, dir string, at int, state bool)
 	b.ReportMetric(float64(misses)/float64(ops), "compressed-chunks/op")
 	b.ReportMetric(float64(digested)/float64(ops)/1e6, "hashed-MB/op")
 }
+
+// BenchmarkColdAddOne10k measures what a CI runner that starts with an empty cache pays to
+// build a 10,000-stanza index after adding one stanza at a random place: "cold" builds
+// into the empty cache; "seeded" first seeds it from the published files of the parent
+// index (Seed), so only the changed chunks are compressed; "warm" builds with the cache
+// and digest state of the parent's build, the case of a runner that kept its cache. Each op
+// adds a different stanza, so that its chunk is never in the cache.
+func BenchmarkColdAddOne10k(b *testing.B) {
+	const name = "dists/bench/main/binary-amd64/Packages"
+	stanzas := benchStanzas[10_000]()
+	parent, err := Build(stanzas, nil, name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []string{"cold", "seeded", "warm"} {
+		b.Run(mode, func(b *testing.B) {
+			warmDir := b.TempDir()
+			var warmState []byte
+			if mode == "warm" {
+				c, err := OpenCache(warmDir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := Build(stanzas, c, name); err != nil {
+					b.Fatal(err)
+				}
+				if warmState, err = os.ReadFile(filepath.Join(warmDir, stateName(name))); err != nil {
+					b.Fatal(err)
+				}
+			}
+			r := rand.New(rand.NewPCG(7, 1))
+			var ops, misses, seeded int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime(b)
+			for b.Loop() {
+				b.StopTimer()
+				ops++
+				at := 1 + r.IntN(len(stanzas)-1)
+				changed := insertAt(stanzas, at, synthStanza(r, fmt.Sprintf("%s-x%d", synthName(at-1), ops), "1.0-1"))
+				dir := warmDir
+				if mode == "warm" {
+					// The digest state of the parent's build, not of the last op's.
+					if err := os.WriteFile(filepath.Join(dir, stateName(name)), warmState, 0o644); err != nil {
+						b.Fatal(err)
+					}
+				} else {
+					dir = b.TempDir()
+				}
+				b.StartTimer()
+				c, err := OpenCache(dir)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if mode == "seeded" {
+					st, err := c.Seed(name, parent.Plain, parent.Gzip, parent.Xz)
+					if err != nil {
+						b.Fatal(err)
+					}
+					seeded += int64(st.Gzip.Seeded + st.XZ.Seeded)
+				}
+				if _, err := Build(changed, c, name); err != nil {
+					b.Fatal(err)
+				}
+				misses += c.Stats().Misses
+				if mode != "warm" {
+					b.StopTimer()
+					if err := os.RemoveAll(dir); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(ops)/1e6, "cpu-ms/op")
+			b.ReportMetric(float64(misses)/float64(ops), "compressed-chunks/op")
+			b.ReportMetric(float64(seeded)/float64(ops), "seeded-entries/op")
+		})
+	}
+}
+
+// BenchmarkSeed10k measures Seed alone: a 10,000-stanza index's published files into an
+// empty cache.
+func BenchmarkSeed10k(b *testing.B) {
+	const name = "dists/bench/main/binary-amd64/Packages"
+	parent, err := Build(benchStanzas[10_000](), nil, name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(parent.Plain)))
+	for b.Loop() {
+		b.StopTimer()
+		dir := b.TempDir()
+		b.StartTimer()
+		c, err := OpenCache(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := c.Seed(name, parent.Plain, parent.Gzip, parent.Xz); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		if err := os.RemoveAll(dir); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}

@@ -15,6 +15,10 @@
 // build, keyed by a chain id derived from the content before the boundary, so that the
 // next build hashes only from its first changed chunk to the end (see digest.go).
 //
+// A runner whose cache starts empty can fill it from the published files of the previous
+// index (Cache.Seed): their gzip members and xz blocks are exactly the cached chunks, so
+// it pays for checking them (decompressing), not for compressing them again.
+//
 // Output is deterministic: the same stanzas give the same bytes and digests whether or not
 // a cache is used and whatever it holds.
 package index

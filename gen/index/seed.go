@@ -1,0 +1,488 @@
+package index
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/ulikunitz/xz/lzma"
+)
+
+// SeedStats says what Seed took from the published files of one index.
+type SeedStats struct {
+	// Chunks is the number of chunks Build cuts the plain index into.
+	Chunks int
+	// Gzip and XZ count the chunks of each compressed form.
+	Gzip, XZ SeedCounts
+}
+
+// SeedCounts counts the chunks of one compressed form: Seeded+Present+Skipped = Chunks.
+type SeedCounts struct {
+	Seeded  int   // entries stored from the published file, each checked against its chunk
+	Present int   // entries the cache already held; Seed leaves them as they are
+	Skipped int   // chunks left without an entry: their next Build compresses them
+	Why     error // the first problem found in the file (or in the plain index); nil if none
+}
+
+// errSeed wraps every reason Seed skips a chunk or a file.
+var errSeed = errors.New("not seeded")
+
+// Seed fills c with the compressed chunks of an index that is already published, so that
+// a Build of the same index after a small change compresses only the chunks that changed,
+// on a runner whose cache starts empty. plain, gz and xz are the three forms of the index
+// (Files.Plain, Files.Gzip, Files.Xz of the build that published it, as fetched from the
+// store); name is the index path as Build receives it, and names the files in
+// SeedCounts.Why.
+//
+// Seed cuts plain into chunks as Build does, splits gz into its gzip members and xz into
+// the blocks its stream index lists, and stores a member or block as the entry of a chunk
+// only when it holds exactly that chunk: its container (gzip header, xz block header,
+// padding and check) is the one Build writes, and it decompresses to the chunk's bytes,
+// checksums included. Bytes that do not decompress to their chunk are never stored. So
+// that Build's output stays the same with or without Seed, one stored chunk of each form
+// (the smallest full-size one) is also compressed afresh and must come out byte for byte
+// as published; if it does not, the file was made by another compressor or version and
+// nothing of that form is stored. A compressor change that alters some chunks but leaves
+// that one as it was goes unnoticed: whoever changes the cache's entry kinds for such a
+// change must also keep files published before it from being seeded (for example by
+// recording the kinds beside the published files).
+//
+// Files that do not match (written by another tool, cut differently, damaged, or not the
+// three forms of one index) only mean fewer entries: Seed stores the chunks it could
+// check and reports the rest in the stats, never as an error. The error it returns is a
+// failure to write the cache, which the next Build would meet too. Seeding is useful only
+// when the next Build's stanzas are, apart from the change, the published ones byte for
+// byte, since entries are keyed by the chunks' plain bytes.
+//
+// Seed does not record the digest state of the published index (the hash states at its
+// chunk boundaries): that would hash the three whole files, which is what the next Build
+// does when it finds no state, so it would save nothing. Build records the state it
+// computes for the builds after it. A nil c seeds nothing. Seed may run concurrently with
+// Builds and other Seeds on the same cache.
+func (c *Cache) Seed(name string, plain, gz, xz []byte) (SeedStats, error) {
+	return c.seed(name, plain, gz, xz, defaultChunking)
+}
+
+// seedEntry is a compressed form of a chunk found in a published file.
+type seedEntry struct {
+	kind    string // entry kind: kindGzip or kindXZ
+	chunk   int    // index into seeder.chunks
+	payload []byte // the member or block, a slice of the published file
+	aux     uint64 // as the cache entry records it
+	off     int    // offset in the published file, for messages
+}
+
+// seedForm is what Seed finds of one compressed form.
+type seedForm struct {
+	kind    string
+	file    string // name of the published file, for messages
+	present []bool // per chunk: the cache holds an entry
+	found   []seedEntry
+	ok      []bool // per found entry: it decompresses to its chunk
+
+	mu  sync.Mutex // guards why: blocks are checked in parallel
+	why error
+}
+
+// fail records the first problem found in the file of f.
+func (f *seedForm) fail(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.why == nil {
+		f.why = fmt.Errorf("%s: %w: "+format, append([]any{f.file, errSeed}, args...)...)
+	}
+}
+
+type seeder struct {
+	c      *Cache
+	ck     chunking
+	plain  []byte
+	chunks []chunk
+	gz, xz seedForm
+}
+
+func (c *Cache) seed(name string, plain, gz, xz []byte, ck chunking) (SeedStats, error) {
+	if c == nil {
+		return SeedStats{}, nil
+	}
+	s := &seeder{c: c, ck: ck, plain: plain,
+		gz: seedForm{kind: kindGzip, file: name + ".gz"},
+		xz: seedForm{kind: kindXZ, file: name + ".xz"}}
+	if err := s.cut(); err != nil {
+		s.gz.fail("%v", err)
+		s.xz.fail("%v", err)
+		return s.stats(), nil
+	}
+	var jobs []func()
+	if s.todo(&s.gz) {
+		jobs = append(jobs, func() { s.walkGzip(gz) })
+	}
+	if s.todo(&s.xz) {
+		s.findBlocks(xz)
+		s.xz.ok = make([]bool, len(s.xz.found))
+		for i := range s.xz.found {
+			jobs = append(jobs, func() { s.checkBlock(i) })
+		}
+	}
+	_ = parallel(len(jobs), func(i int) error { jobs[i](); return nil })
+
+	type put struct {
+		f *seedForm
+		i int // index into f.found
+	}
+	var puts []put
+	for _, f := range []*seedForm{&s.gz, &s.xz} {
+		s.sample(f)
+		for i := range f.found {
+			if f.ok[i] {
+				puts = append(puts, put{f, i})
+			}
+		}
+	}
+	err := parallel(len(puts), func(i int) error {
+		f, k := puts[i].f, puts[i].i
+		e := f.found[k]
+		if _, err := c.put(entryName(s.chunks[e.chunk].sum, e.kind), e.payload, e.aux); err != nil {
+			f.ok[k] = false // not stored: counted as skipped
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return s.stats(), fmt.Errorf("seed index cache from %s: %w", name, err)
+	}
+	return s.stats(), nil
+}
+
+// cut splits the plain index into its stanzas and chunks, as Build cut it, hashes each chunk
+// and notes which entries the cache already holds.
+func (s *seeder) cut() error {
+	stanzas, ok := splitPlain(s.plain)
+	if !ok {
+		return errors.New("the plain index is not a list of stanzas each followed by a blank line")
+	}
+	hashes, err := hashStanzas(stanzas)
+	if err != nil {
+		return err
+	}
+	s.chunks, _ = layout(stanzas, s.ck.cut(stanzas, hashes))
+	s.gz.present = make([]bool, len(s.chunks))
+	s.xz.present = make([]bool, len(s.chunks))
+	return parallel(len(s.chunks), func(i int) error {
+		ch := &s.chunks[i]
+		ch.sum = sha256.Sum256(s.plain[ch.off : ch.off+ch.size])
+		_, s.gz.present[i] = s.c.size(entryName(ch.sum, kindGzip))
+		_, s.xz.present[i] = s.c.size(entryName(ch.sum, kindXZ))
+		return nil
+	})
+}
+
+// splitPlain returns the stanzas of a plain index (each with its final newline, without the
+// blank line after it). ok is false unless plain is a sequence of such stanzas; whether
+// each is a well-formed one is for checkStanza to say.
+func splitPlain(plain []byte) (stanzas [][]byte, ok bool) {
+	for len(plain) > 0 {
+		i := bytes.Index(plain, []byte("\n\n"))
+		if i < 0 {
+			return nil, false
+		}
+		stanzas = append(stanzas, plain[:i+1:i+1])
+		plain = plain[i+2:]
+	}
+	return stanzas, true
+}
+
+// todo reports whether some chunk lacks an entry of form f.
+func (s *seeder) todo(f *seedForm) bool {
+	for _, p := range f.present {
+		if !p {
+			return true
+		}
+	}
+	return false
+}
+
+// chunkAt returns the chunk that starts at plain offset off and is size bytes long.
+func (s *seeder) chunkAt(off, size int) (int, bool) {
+	lo, hi := 0, len(s.chunks)
+	for lo < hi {
+		m := (lo + hi) / 2
+		if s.chunks[m].off < off {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(s.chunks) && s.chunks[lo].off == off && s.chunks[lo].size == size {
+		return lo, true
+	}
+	return 0, false
+}
+
+// gzipHeader is the header Build gives every member (gzip -n style, level 9).
+var gzipHeader = sync.OnceValue(func() []byte {
+	b, err := compressGzipMember(nil)
+	if err != nil {
+		panic(err) // compressing nothing into memory cannot fail
+	}
+	return b[:10]
+})
+
+// walkGzip decodes the gzip members of gz one after the other, each checked against the
+// plain index at the offset the members before it reach, and keeps those that hold exactly
+// one chunk. It stops at the first member that is not Build's, does not decode or does not
+// match the plain index, since the next one cannot be found without decoding this one.
+func (s *seeder) walkGzip(gz []byte) {
+	f := &s.gz
+	br := bytes.NewReader(gz)
+	var zr gzip.Reader
+	buf := make([]byte, 64<<10)
+	pos := 0 // offset in s.plain of the next member's content
+	for br.Len() > 0 {
+		start := len(gz) - br.Len()
+		if !bytes.HasPrefix(gz[start:], gzipHeader()) {
+			f.fail("member at offset %d: not a header Build writes", start)
+			break
+		}
+		if err := zr.Reset(br); err != nil {
+			f.fail("member at offset %d: %v", start, err)
+			break
+		}
+		zr.Multistream(false) // stop after this member, br just after its trailer
+		n, err := readSame(&zr, s.plain[pos:], buf)
+		if err != nil {
+			f.fail("member at offset %d (plain offset %d): %v", start, pos, err)
+			break
+		}
+		end := len(gz) - br.Len()
+		if gz[end-9] != 0 {
+			// Build's deflate data ends with an empty final block and zero padding: a
+			// damaged padding bit would pass unnoticed by the decoder.
+			f.fail("member at offset %d: deflate data does not end as Build's does", start)
+			break
+		}
+		if i, ok := s.chunkAt(pos, n); ok && !f.present[i] {
+			f.found = append(f.found, seedEntry{kind: kindGzip, chunk: i, payload: gz[start:end:end], aux: uint64(n), off: start})
+		}
+		pos += n
+	}
+	f.ok = make([]bool, len(f.found))
+	for i := range f.ok {
+		f.ok[i] = true
+	}
+}
+
+// readSame reads r to its end, checking that it yields a prefix of want, and returns how
+// many bytes it yielded. It never reads more than one buffer past the end of want.
+func readSame(r io.Reader, want, buf []byte) (int, error) {
+	n := 0
+	for {
+		m, err := r.Read(buf)
+		if m > len(want)-n {
+			return n, fmt.Errorf("decompresses to more than the plain index holds")
+		}
+		if !bytes.Equal(buf[:m], want[n:n+m]) {
+			return n, errors.New("decompresses to other bytes than the plain index")
+		}
+		n += m
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+}
+
+// findBlocks lists the blocks of the xz stream that hold exactly one chunk lacking its
+// entry. The stream must be laid out as Build writes it: its header, blocks, index and
+// footer byte for byte as Build would write them for those blocks.
+func (s *seeder) findBlocks(b []byte) {
+	f := &s.xz
+	blocks, err := parseXZStream(b)
+	if err != nil {
+		f.fail("%v", err)
+		return
+	}
+	off, pos := xzHeaderSize, 0
+	for _, bl := range blocks {
+		if bl.uncompressed > uint64(len(s.plain)-pos) {
+			f.fail("blocks hold more than the plain index's %d bytes", len(s.plain))
+			return
+		}
+		size := int(bl.unpadded+3) &^ 3
+		if i, ok := s.chunkAt(pos, int(bl.uncompressed)); ok && !f.present[i] {
+			f.found = append(f.found, seedEntry{kind: kindXZ, chunk: i, payload: b[off : off+size : off+size], aux: bl.unpadded, off: off})
+		}
+		off += size
+		pos += int(bl.uncompressed)
+	}
+	if pos != len(s.plain) {
+		f.fail("blocks hold %d bytes, the plain index %d", pos, len(s.plain))
+	}
+}
+
+// checkBlock checks that the i-th block found is the one Build writes for its chunk, but
+// for the LZMA2 data, and that the data decodes to the chunk.
+func (s *seeder) checkBlock(i int) {
+	e := s.xz.found[i]
+	ch := &s.chunks[e.chunk]
+	plain := s.plain[ch.off : ch.off+ch.size]
+	if err := checkXZBlock(e.payload, e.aux, plain); err != nil {
+		s.xz.fail("block at offset %d: %v", e.off, err)
+		return
+	}
+	s.xz.ok[i] = true
+}
+
+// checkXZBlock checks that block (its unpadded size as the stream index records it) is
+// exactly as assembleXZBlock wraps some LZMA2 data of plain, and that the data decodes to
+// plain.
+func checkXZBlock(block []byte, unpadded uint64, plain []byte) error {
+	hsize := (int(block[0]) + 1) * 4
+	if block[0] == 0 || uint64(hsize)+xzCheckSize > unpadded {
+		return errors.New("not a block header Build writes")
+	}
+	dictByte, dictCap := dictSizeByte(len(plain))
+	lz := block[hsize : unpadded-xzCheckSize]
+	want := assembleXZBlock(lz, plain, dictByte)
+	if want.unpadded != unpadded || !bytes.Equal(want.data, block) {
+		return errors.New("not a block Build writes for its chunk (header, padding or check differ)")
+	}
+	if err := checkLZMA2Chunks(lz, len(plain)); err != nil {
+		return err
+	}
+	br := bytes.NewReader(lz)
+	r, err := lzma.Reader2Config{DictCap: dictCap}.NewReader2(br)
+	if err != nil {
+		return fmt.Errorf("lzma2: %w", err)
+	}
+	n, err := readSame(r, plain, make([]byte, 32<<10))
+	switch {
+	case err != nil:
+		return fmt.Errorf("lzma2: %w", err)
+	case n != len(plain):
+		return fmt.Errorf("decompresses to %d bytes, its chunk has %d", n, len(plain))
+	case br.Len() != 0:
+		return fmt.Errorf("lzma2: %d bytes after the end of its data", br.Len())
+	}
+	return nil
+}
+
+// checkLZMA2Chunks checks that the chunk headers of LZMA2 data lz tile it exactly, up to an
+// end marker as its last byte, and declare size bytes in all. The decoder reads the chunks
+// by decoding them and does not check that each ends where its header says, as xz and
+// apt's liblzma do; this check rejects a damaged size that only it would accept.
+func checkLZMA2Chunks(lz []byte, size int) error {
+	total := 0
+	for len(lz) > 0 {
+		var hdr, packed, unpacked int
+		switch c := lz[0]; {
+		case c == 0x00:
+			if len(lz) != 1 {
+				return fmt.Errorf("lzma2: %d bytes after the end marker", len(lz)-1)
+			}
+			if total != size {
+				return fmt.Errorf("lzma2: chunks hold %d bytes, its chunk %d", total, size)
+			}
+			return nil
+		case c == 0x01 || c == 0x02: // uncompressed chunk
+			if len(lz) < 3 {
+				return errors.New("lzma2: truncated chunk header")
+			}
+			hdr, unpacked = 3, int(binary.BigEndian.Uint16(lz[1:]))+1
+			packed = unpacked
+		case c >= 0x80: // LZMA chunk, with a properties byte from 0xc0 on
+			hdr = 5
+			if c >= 0xc0 {
+				hdr = 6
+			}
+			if len(lz) < hdr {
+				return errors.New("lzma2: truncated chunk header")
+			}
+			unpacked = (int(c&0x1f)<<16 | int(binary.BigEndian.Uint16(lz[1:]))) + 1
+			packed = int(binary.BigEndian.Uint16(lz[3:])) + 1
+		default:
+			return fmt.Errorf("lzma2: invalid chunk control byte %#x", c)
+		}
+		if hdr+packed > len(lz) {
+			return errors.New("lzma2: chunk runs past the block")
+		}
+		total += unpacked
+		lz = lz[hdr+packed:]
+	}
+	return errors.New("lzma2: no end marker")
+}
+
+// sample compresses afresh one chunk of the entries of f found intact, and drops them all
+// unless it comes out as published: Build's output must not depend on whether the cache
+// was seeded.
+func (s *seeder) sample(f *seedForm) {
+	pick := -1
+	for i, e := range f.found {
+		if !f.ok[i] {
+			continue
+		}
+		if pick < 0 || betterSample(s.chunks[e.chunk].size, s.chunks[f.found[pick].chunk].size, s.ck.min) {
+			pick = i
+		}
+	}
+	if pick < 0 {
+		return
+	}
+	e := f.found[pick]
+	ch := &s.chunks[e.chunk]
+	fm := form{kind: f.kind}
+	if err := compressForm(&fm, ch.sum, s.plain[ch.off:ch.off+ch.size], nil); err != nil {
+		f.fail("compress chunk %d afresh: %v", e.chunk, err)
+	} else if !bytes.Equal(fm.data, e.payload) || fm.aux != e.aux {
+		f.fail("chunk %d at offset %d is not what this version compresses it to: made by another compressor", e.chunk, e.off)
+	} else {
+		return
+	}
+	clear(f.ok)
+}
+
+// betterSample reports whether a chunk of size a is a better sample than one of size b: the
+// smallest chunk of at least min bytes (every chunk but the last has), else the largest.
+func betterSample(a, b, min int) bool {
+	if (a >= min) != (b >= min) {
+		return a >= min
+	}
+	if a >= min {
+		return a < b
+	}
+	return a > b
+}
+
+func countOK(ok []bool) int {
+	n := 0
+	for _, b := range ok {
+		if b {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *seeder) stats() SeedStats {
+	st := SeedStats{Chunks: len(s.chunks)}
+	for _, p := range []struct {
+		f *seedForm
+		c *SeedCounts
+	}{{&s.gz, &st.Gzip}, {&s.xz, &st.XZ}} {
+		p.c.Present = countOK(p.f.present)
+		p.c.Seeded = countOK(p.f.ok)
+		p.c.Skipped = st.Chunks - p.c.Present - p.c.Seeded
+		p.c.Why = p.f.why
+		if p.c.Why == nil && p.c.Skipped > 0 {
+			p.c.Why = fmt.Errorf("%s: %w: no member or block holds exactly a chunk Build cuts", p.f.file, errSeed)
+		}
+	}
+	return st
+}
