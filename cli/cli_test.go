@@ -82,7 +82,7 @@ func armorFails(t *testing.T, code int, want []string, args ...string) result {
 	return r
 }
 
-func abs(t *testing.T, p string) string {
+func abs(t testing.TB, p string) string {
 	t.Helper()
 	a, err := filepath.Abs(p)
 	if err != nil {
@@ -103,7 +103,7 @@ type projectOptions struct {
 
 // newProject writes armor.toml and testPackagesCount synthetic packages into dir (made
 // when missing) and returns the path of armor.toml.
-func newProject(t *testing.T, dir string, o projectOptions) string {
+func newProject(t testing.TB, dir string, o projectOptions) string {
 	t.Helper()
 	if o.key == "" {
 		o.key = abs(t, eddsaKey)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/armor-apt/armor/gen/index"
 	"github.com/armor-apt/armor/internal/atomicfile"
 	"github.com/armor-apt/armor/manifest"
 	"golang.org/x/sync/errgroup"
@@ -124,6 +125,7 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	plains := map[string][]byte{} // plain digest → bytes, for seeding
 	for plain, gz := range derived {
 		data, err := gunzip(got[gz])
 		if err != nil || sha256Hex(data) != plain {
@@ -138,8 +140,37 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 		if err := write(plain, data); err != nil {
 			return err
 		}
+		plains[plain] = data
 	}
+	seedChunks(o, todo, all, plains, got)
 	return nil
+}
+
+// seedChunks fills the index chunk cache from the fetched indexes: a fresh runner then
+// compresses only the chunks its change touches, not the whole index again. Seeding is
+// an optimisation, and its failures cost only time.
+func seedChunks(o *Options, fetched []manifest.File, all map[string]manifest.File, plains, got map[string][]byte) {
+	var icache *index.Cache
+	for _, f := range fetched {
+		if !strings.HasSuffix(f.Path, "/Packages") {
+			continue
+		}
+		plain := plains[f.SHA256]
+		if plain == nil {
+			plain = got[f.SHA256]
+		}
+		gz, xz := got[all[f.Path+".gz"].SHA256], got[all[f.Path+".xz"].SHA256]
+		if plain == nil || gz == nil || xz == nil {
+			continue
+		}
+		if icache == nil {
+			var err error
+			if icache, err = index.OpenCache(filepath.Join(o.CacheDir, "chunks")); err != nil {
+				return
+			}
+		}
+		_, _ = icache.Seed(f.Path, plain, gz, xz)
+	}
 }
 
 func gunzip(data []byte) ([]byte, error) {

@@ -1,0 +1,173 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/armor-apt/armor/internal/testkit/controldtest"
+	"github.com/armor-apt/armor/internal/testkit/s3test"
+	"github.com/armor-apt/armor/internal/testkit/synth"
+	"github.com/armor-apt/armor/store"
+)
+
+// BenchmarkColdRunner10k times what a CI runner that starts empty does to add one
+// package to a repository of 10,000: armor build and armor push, from a checkout that
+// holds only armor.toml, manifest.toml and the new .deb, against a local store and the
+// S3 server on loopback, with controld in process. Each run's checkout has the manifest
+// of the release the previous run activated, as a pipeline after git pull would.
+func BenchmarkColdRunner10k(b *testing.B) {
+	for _, kind := range []string{"local", "s3"} {
+		b.Run(kind, func(b *testing.B) { benchColdRunner(b, kind, 10_000) })
+	}
+}
+
+func benchColdRunner(b *testing.B, kind string, n int) {
+	var remote string
+	switch kind {
+	case "local":
+		remote = filepath.Join(b.TempDir(), "store")
+	case "s3":
+		remote = s3test.Start(b).Remote("armor", "bench")
+	}
+	s, err := store.OpenRclone(context.Background(), remote)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := controldtest.Start(b, s)
+	tokenFile := filepath.Join(b.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(srv.Secret+"\n"), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	ws := b.TempDir()
+	cfg := newProject(b, ws, projectOptions{store: remote, noDebs: true, archs: []string{"amd64"},
+		extra: fmt.Sprintf("\n[controld]\nurl = %q\ntoken_file = %q\n", srv.URL, tokenFile)})
+	data, err := os.ReadFile(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	data = []byte(strings.Replace(string(data), `main = ["debs/*.deb"]`, fmt.Sprintf(`main = ["debs/*.deb", %q]`, filepath.Join(coldBenchDebs(b, n), "*.deb")), 1))
+	if err := os.WriteFile(cfg, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(ws, "debs"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := runBuild(context.Background(), cfg, buildOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	var out strings.Builder
+	if code := Main([]string{"-c", cfg, "repos", "create"}, &out, &out); code != 0 {
+		b.Fatalf("repos create: %s", out.String())
+	}
+	if _, err := runPush(context.Background(), cfg, pushOptions{Activate: true}); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%s: published %d packages in %s", kind, n, time.Since(start).Round(time.Millisecond))
+	manifestData, err := os.ReadFile(filepath.Join(ws, testManifestName))
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	var wall time.Duration
+	var peak float64
+	b.ResetTimer()
+	b.StopTimer()
+	for i := range b.N {
+		runner := b.TempDir()
+		for name, content := range map[string][]byte{testConfigName: data, testManifestName: manifestData} {
+			if err := os.WriteFile(filepath.Join(runner, name), content, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := os.Mkdir(filepath.Join(runner, "debs"), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := synth.WriteOne(filepath.Join(runner, "debs"), fmt.Sprintf("coldbench%d", i), "1.0-1", "amd64", ""); err != nil {
+			b.Fatal(err)
+		}
+		rcfg := filepath.Join(runner, testConfigName)
+		// The runner's armor.toml names the checkout's inputs only.
+		rdata := strings.Replace(string(data), fmt.Sprintf(`, %q]`, filepath.Join(coldBenchDebs(b, n), "*.deb")), "]", 1)
+		if err := os.WriteFile(rcfg, []byte(rdata), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		runtime.GC()
+		debug.FreeOSMemory()
+		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		res, err := runBuild(context.Background(), rcfg, buildOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := runPush(context.Background(), rcfg, pushOptions{Activate: true}); err != nil {
+			b.Fatal(err)
+		}
+		wall += time.Since(t0)
+		b.StopTimer()
+		peak = max(peak, procStatusMiB(b, "VmHWM"))
+		if res.Stats.Packages != n+1+i {
+			b.Fatalf("run %d: %d packages, want %d", i, res.Stats.Packages, n+1+i)
+		}
+		if manifestData, err = os.ReadFile(filepath.Join(runner, testManifestName)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "build+push-ms")
+	b.ReportMetric(peak, "peak-MiB")
+}
+
+// coldBenchDebs is a directory of n synthetic packages, made once and kept in the
+// temporary directory across runs (as gen's benchmarks do).
+func coldBenchDebs(b *testing.B, n int) string {
+	b.Helper()
+	dir := filepath.Join(os.TempDir(), "armor-bench-"+strconv.Itoa(n))
+	if _, err := os.Stat(dir); err == nil {
+		return dir
+	}
+	tmp := dir + ".partial"
+	os.RemoveAll(tmp)
+	cmd := exec.Command("go", "run", "./cmd/synth", "-n", strconv.Itoa(n), "-o", tmp)
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("generate %d packages: %v\n%s", n, err, out)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		b.Fatal(err)
+	}
+	return dir
+}
+
+// procStatusMiB reads a field of /proc/self/status in MiB.
+func procStatusMiB(b *testing.B, field string) float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb / 1024
+		}
+	}
+	b.Fatalf("no %s in /proc/self/status", field)
+	return 0
+}
