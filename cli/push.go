@@ -8,7 +8,6 @@ import (
 
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/controld/client"
-	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
 )
@@ -150,13 +149,6 @@ func runPush(ctx context.Context, cfgPath string, o pushOptions) (*pushResult, e
 		}
 	}
 	r, err := publish.Push(ctx, po)
-	if r != nil && (r.Recorded || (err == nil && !r.DryRun && po.Controld == nil)) {
-		// The next build names this release as its parent: it is published (recorded,
-		// or with --store-only in the store, where no controld checks parents).
-		if rerr := gen.Recorded(po.Cache, r.Release); rerr != nil && err == nil {
-			err = rerr
-		}
-	}
 	if errors.Is(err, publish.ErrNoStore) {
 		return nil, noStoreError(cfg)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/armor-apt/armor/controld/client"
+	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/internal/atomicfile"
 	"github.com/armor-apt/armor/internal/lockfile"
 	"github.com/armor-apt/armor/manifest"
@@ -139,9 +140,17 @@ func Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		return res, err
 	}
 	if o.Controld == nil {
-		return res, nil
+		// Published to a store no controld checks: the next build names it as its parent.
+		return res, gen.Recorded(o.Cache, m.ID)
 	}
-	if err := record(ctx, c, o.Controld, m, res); err != nil {
+	err = record(ctx, c, o.Controld, m, res)
+	if res.Recorded {
+		// The next build names this release as its parent.
+		if rerr := gen.Recorded(o.Cache, m.ID); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	if err != nil {
 		if errors.Is(err, client.ErrInvalid) {
 			// controld refused the release, perhaps because objects this cache remembers
 			// pushing were collected since (armor gc): the next push asks about each again.
