@@ -23,8 +23,10 @@
 // HTTP details an operator may care about:
 //   - The site is chosen by the Host header (or the host of an absolute-form request
 //     target), normalised exactly as hostname.Normalize does: unknown host 404, missing
-//     Host 400. The path is percent-decoded and must name a file of the site's release:
-//     ".", ".." and encoded '/' are 400; directories and unknown paths 404.
+//     Host 400. The path is percent-decoded and repeated slashes are merged, as nginx's
+//     merge_slashes does (debmirror asks for "//dists/..." of a repository at a
+//     hostname's root); it must then name a file of the site's release: ".", ".." and
+//     encoded '/' are 400; directories and unknown paths 404.
 //   - GET and HEAD only (405 otherwise). One byte range gives 206 (416 when
 //     unsatisfiable, If-Range honoured); several ranges give the whole object (200).
 //   - ETag is the object's SHA-256 in quotes. Last-Modified is the activation time of

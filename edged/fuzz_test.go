@@ -37,22 +37,22 @@ func FuzzHost(f *testing.F) {
 func FuzzPath(f *testing.F) {
 	for _, s := range []string{
 		"/dists/stable/InRelease", "/../etc/passwd", "/%2e%2e/x", "/a%2fb", "//a", "/a/", "/a%zz",
-		"/pool/main/h/hello/hello_1.0%7erc1_amd64.deb", "/a/./b", "/%", "", "x", "/\\", "/a%00",
+		"/pool/main/h/hello/hello_1.0%7erc1_amd64.deb", "/a/./b", "/%", "", "x", "/\\", "/a%00", "/", "//", "/a//b/", "/a/.//",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got, status := CleanPath(s)
+		got, dir, status := CleanPath(s)
 		switch status {
 		case 0:
-			if !manifest.ValidPath(got) {
+			if (got != "" || !dir) && !manifest.ValidPath(got) {
 				t.Fatalf("CleanPath(%q) = %q, not a valid tree path", s, got)
 			}
-			again, st := CleanPath("/" + got)
-			if st != 0 || again != got {
-				t.Fatalf("CleanPath(%q) = %q, but CleanPath(/%s) = %q, %d", s, got, got, again, st)
+			again, againDir, st := CleanPath("/" + got)
+			if st != 0 || again != got || (againDir != (got == "")) {
+				t.Fatalf("CleanPath(%q) = %q, but CleanPath(/%s) = %q, dir %v, %d", s, got, got, again, againDir, st)
 			}
-		case 400, 404:
+		case 400:
 			if got != "" {
 				t.Fatalf("CleanPath(%q) = %q with status %d", s, got, status)
 			}
@@ -68,16 +68,16 @@ func FuzzCleanPathFast(f *testing.F) {
 	for _, s := range []string{
 		"/dists/stable/InRelease", "/pool/main/h/hello/hello_1_amd64.deb", "/../etc/passwd",
 		"/%2e%2e/x", "/a%2fb", "//a", "/a/", "/a/./b", "/a/../b", "/.", "/..", "/...", "/a\\b",
-		"/a\x01b", "/a\x7fb", "//a\\", "/a//b/..", "/", "", "x", "/%", "/a%41",
+		"/a\x01b", "/a\x7fb", "//a\\", "/a//b/..", "/", "", "x", "/%", "/a%41", "//", "/a/", "/a//", "/a/.//b", "///a%41//",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		var buf [16]byte
-		got, status := cleanPath(buf[:0], []byte(s))
-		want, wantStatus := appendCleanPath(nil, []byte(s))
-		if status != wantStatus || (status == 0 && string(got) != string(want)) {
-			t.Fatalf("cleanPath(%q) = %q, %d; appendCleanPath gives %q, %d", s, got, status, want, wantStatus)
+		got, dir, status := cleanPath(buf[:0], []byte(s))
+		want, wantDir, wantStatus := appendCleanPath(nil, []byte(s))
+		if status != wantStatus || (status == 0 && (string(got) != string(want) || dir != wantDir)) {
+			t.Fatalf("cleanPath(%q) = %q, dir %v, %d; appendCleanPath gives %q, dir %v, %d", s, got, dir, status, want, wantDir, wantStatus)
 		}
 	})
 }

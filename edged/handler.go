@@ -121,14 +121,14 @@ func (e *Edge) serve(ctx *fasthttp.RequestCtx) (int, int64, *httpError) {
 		return 0, 0, errNotFound
 	}
 	var pathBuf [512]byte
-	p, status := cleanPath(pathBuf[:0], target)
-	switch status {
-	case 400:
+	p, dir, status := cleanPath(pathBuf[:0], target)
+	if status != 0 {
 		return 0, 0, errBadRequest
-	case 404:
-		return 0, 0, errNotFound
 	}
-	r := s.routes.paths[string(p)]
+	var r *route
+	if !dir {
+		r = s.routes.paths[string(p)]
+	}
 	if r == nil || (r.until != 0 && ctx.Time().UnixNano() >= r.until) {
 		return 0, 0, errNotFound
 	}
