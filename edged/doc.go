@@ -27,6 +27,10 @@
 //     merge_slashes does (debmirror asks for "//dists/..." of a repository at a
 //     hostname's root); it must then name a file of the site's release: ".", ".." and
 //     encoded '/' are 400; directories and unknown paths 404.
+//   - /<repository>-archive-keyring.gpg (binary keyring) and .asc (armored) at the root
+//     of each hostname are the repository's public keys, as controld's routes feed
+//     lists them (a key added or removed changes the feed's version); a file of the
+//     release with the same name wins.
 //   - GET and HEAD only (405 otherwise). One byte range gives 206 (416 when
 //     unsatisfiable, If-Range honoured); several ranges give the whole object (200).
 //   - ETag is the object's SHA-256 in quotes. Last-Modified is the activation time of

@@ -127,7 +127,9 @@ func (e *Edge) serve(ctx *fasthttp.RequestCtx) (int, int64, *httpError) {
 	}
 	var r *route
 	if !dir {
-		r = s.routes.paths[string(p)]
+		if r = s.routes.paths[string(p)]; r == nil {
+			r = s.extra[string(p)]
+		}
 	}
 	if r == nil || (r.until != 0 && ctx.Time().UnixNano() >= r.until) {
 		return 0, 0, errNotFound
@@ -150,6 +152,8 @@ func (e *Edge) serve(ctx *fasthttp.RequestCtx) (int, int64, *httpError) {
 	switch {
 	case head:
 		resp.SetContentLength(int(length))
+	case r.body != nil:
+		ctx.Response.SetBodyRaw(r.body[start:end])
 	case r.size > e.threshold:
 		rc, err := e.objects.open(r.sum, start, length)
 		if err != nil {

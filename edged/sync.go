@@ -154,6 +154,10 @@ func (e *Edge) apply(ctx context.Context, r *api.Routes, save, warm bool) error 
 			fresh = append(fresh, e.releases[fs.Active.Manifest])
 		}
 		s := &site{repository: fs.Repository, name: fs.Hostnames[0], active: *fs.Active, routes: rm}
+		var err error
+		if s.extra, err = keyringRoutes(fs.Repository, fs.Keys); err != nil {
+			e.logger.Warn("a public key of the routes feed is not served", "err", err)
+		}
 		next.sites = append(next.sites, s)
 		for _, h := range fs.Hostnames {
 			next.hosts[h] = s

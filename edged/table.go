@@ -24,6 +24,9 @@ type site struct {
 	name       string // first hostname, the site label in metrics
 	active     api.RouteActive
 	routes     *routeMap
+	// extra holds the paths served from the edge's memory, outside the release: the
+	// repository's keyrings (keyringRoutes). The release's own paths win.
+	extra map[string]*route
 }
 
 // routeMap maps tree paths to objects for one (active, retained) combination. It is
@@ -39,8 +42,9 @@ type route struct {
 	sum     string // hex SHA-256: the store key
 	key     string // cacheKey(sum): the cache key
 	size    int64
-	until   int64 // unix nanoseconds after which a retained-only route is gone; 0: never
-	modTime int64 // unix seconds of Last-Modified; 0: none
+	body    []byte // the bytes themselves, for a route not served from the store
+	until   int64  // unix nanoseconds after which a retained-only route is gone; 0: never
+	modTime int64  // unix seconds of Last-Modified; 0: none
 	// settled is the unix second from which Last-Modified may be sent and
 	// If-Modified-Since honoured: 0 for immutable paths, else two seconds after the
 	// activation (see lastModifiedAt).
