@@ -18,7 +18,12 @@
 //   - If controld is unreachable the last known routes keep being served; they are kept
 //     on disk (the feed and the manifests it names) so a restart needs neither controld
 //     nor the store to route. If the store is unreachable, cached objects are still
-//     served and misses get 503 with Retry-After.
+//     served and misses get 503 with Retry-After. HEAD answers what GET would: for an
+//     object not in the cache it asks the store (Stat) whether it can serve it.
+//   - /healthz (admin listener) answers 200 {"status":"ok"} only while controld's feed
+//     and the store both answer; otherwise 503 with "degraded" (still serving) or "no
+//     routes loaded", and the state of each. controld counts as down once polling has
+//     failed for longer than poll.stale_after (2 minutes by default).
 //
 // HTTP details an operator may care about:
 //   - The site is chosen by the Host header (or the host of an absolute-form request

@@ -151,6 +151,11 @@ func (e *Edge) serve(ctx *fasthttp.RequestCtx) (int, int64, *httpError) {
 	length := end - start
 	switch {
 	case head:
+		if r.body == nil && (r.size > e.threshold || !e.objects.has(r.key)) {
+			if err := e.objects.check(r.sum, r.size); err != nil {
+				return 0, 0, e.storeError(err)
+			}
+		}
 		resp.SetContentLength(int(length))
 	case r.body != nil:
 		ctx.Response.SetBodyRaw(r.body[start:end])

@@ -64,6 +64,12 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // syncOnce polls once and applies what changed.
 func (e *Edge) syncOnce(ctx context.Context) error {
 	r, err := e.poll(ctx)
+	switch {
+	case err == nil || errors.Is(err, errNotModified):
+		e.feed.ok(time.Now())
+	case ctx.Err() == nil:
+		e.feed.failed(err)
+	}
 	if err != nil {
 		return err
 	}
