@@ -30,8 +30,15 @@
 //     target), normalised exactly as hostname.Normalize does: unknown host 404, missing
 //     Host 400. The path is percent-decoded and repeated slashes are merged, as nginx's
 //     merge_slashes does (debmirror asks for "//dists/..." of a repository at a
-//     hostname's root); it must then name a file of the site's release: ".", ".." and
-//     encoded '/' are 400; directories and unknown paths 404.
+//     hostname's root); it must then name a file or a directory of the site's release:
+//     ".", ".." and encoded '/' are 400; unknown paths 404.
+//   - A directory of the active release (the root included, "/dists/stable/") answers
+//     its listing, like nginx's autoindex: HTML with each entry's name, date and size,
+//     or nginx's JSON with Accept: application/json; the root also lists the keyrings.
+//     Asked without its trailing slash, it redirects there (301), as nginx does. The
+//     directory tree is built once per routing map, not per request; retained
+//     releases' paths are served but not listed, so `wget -m -np` mirrors exactly the
+//     active release.
 //   - /<repository>-archive-keyring.gpg (binary keyring) and .asc (armored) at the root
 //     of each hostname are the repository's public keys, as controld's routes feed
 //     lists them (a key added or removed changes the feed's version); a file of the

@@ -132,6 +132,10 @@ func (e *Edge) serve(ctx *fasthttp.RequestCtx) (int, int64, *httpError) {
 		}
 	}
 	if r == nil || (r.until != 0 && ctx.Time().UnixNano() >= r.until) {
+		if d := s.routes.dirs[string(p)]; d != nil && r == nil {
+			status, n := serveDir(ctx, s, p, d, dir)
+			return status, n, nil
+		}
 		return 0, 0, errNotFound
 	}
 	resp := &ctx.Response.Header

@@ -73,6 +73,12 @@ func TestKeyring(t *testing.T) {
 			t.Errorf("HEAD keyring: Content-Length %d; want %d", resp.ContentLength, len(wantBin))
 		}
 	}
+	_, root := get(t, e.addr, "GET", hostA, "/")
+	for _, want := range []string{`<a href="demo-archive-keyring.asc">`, `<a href="demo-archive-keyring.gpg">`, `<a href="dists/">`} {
+		if !strings.Contains(string(root), want) {
+			t.Errorf("root listing lacks %s:\n%s", want, root)
+		}
+	}
 	resp, body := get(t, e.addr, "GET", hostA, "/other-archive-keyring.gpg")
 	wantStatus(t, "another repository's keyring name", resp, body, 404)
 

@@ -93,9 +93,8 @@ func TestServeNotFound(t *testing.T) {
 	}{
 		{"unknown host", "nope.example.test", "/dists/stable/InRelease", 404},
 		{"unknown path", hostA, "/dists/stable/Nope", 404},
-		{"root", hostA, "/", 404},
-		{"directory", hostA, "/dists/", 404},
-		{"directory without slash", hostA, "/dists/stable", 404},
+		{"file with a trailing slash", hostA, "/dists/stable/InRelease/", 404},
+		{"unknown directory", hostA, "/dists/nope/", 404},
 		{"store layout path", hostA, "/objects/sha256/" + f.a.sum[:2] + "/" + f.a.sum, 404},
 		{"manifest digest", hostA, "/" + f.a.sum, 404},
 		{"bad host", "a b", "/dists/stable/InRelease", 400},

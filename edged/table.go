@@ -34,6 +34,7 @@ type site struct {
 type routeMap struct {
 	key   string
 	paths map[string]*route
+	dirs  map[string]*dirIndex // the active release's directories, "" the root
 }
 
 // route is everything the handler needs to answer for one path, precomputed so the hot
@@ -140,6 +141,7 @@ func buildRoutes(s api.Site, releases map[string]*release, now time.Time) *route
 		}
 	}
 	add(act, s.Active.ActivatedAt, 0, false)
+	rm.dirs = buildDirs(rm.paths)
 	for _, r := range s.Retained {
 		if rel := releases[r.Manifest]; rel != nil && r.Until.After(now) {
 			add(rel, rel.date, r.Until.UnixNano(), true)
