@@ -223,7 +223,7 @@ func TestRetention(t *testing.T) {
 				t.Fatalf("retained = %+v, want release 1 retained: %v", site.Retained, tc.retained)
 			}
 			if tc.retained && (site.Retained[0].ID != id1 || site.Retained[0].Manifest != sum1 ||
-				!site.Retained[0].Until.Equal(deactivated.Add(48*time.Hour))) {
+				!site.Retained[0].Until.Equal(deactivated.Add(48*time.Hour)) || !site.Retained[0].DeactivatedAt.Equal(deactivated)) {
 				t.Errorf("retained = %+v, want %s until %v", site.Retained[0], id1, deactivated.Add(48*time.Hour))
 			}
 			// When a window ends, the version moves so that waiting edges learn of it.

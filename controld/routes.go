@@ -97,7 +97,7 @@ func retained(r state.Repository, now time.Time) []api.Retained {
 	for _, x := range r.Retired {
 		until := x.DeactivatedAt.Add(r.Retention)
 		if until.After(now) {
-			out = append(out, api.Retained{ID: x.Release, Manifest: x.Manifest, Until: until.UTC()})
+			out = append(out, api.Retained{ID: x.Release, Manifest: x.Manifest, Until: until.UTC(), DeactivatedAt: x.DeactivatedAt.UTC()})
 		}
 	}
 	return out

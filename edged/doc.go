@@ -45,14 +45,18 @@
 //     release with the same name wins.
 //   - GET and HEAD only (405 otherwise). One byte range gives 206 (416 when
 //     unsatisfiable, If-Range honoured); several ranges give the whole object (200).
-//   - ETag is the object's SHA-256 in quotes. Last-Modified is the activation time of
-//     the active release serving the path; a path served only through a retained release
-//     carries that release's build date (the manifest's date, which precedes its
-//     activation). If-None-Match and If-Modified-Since answer 304. Because HTTP dates
+//   - ETag is the object's SHA-256 in quotes. Last-Modified is when the path's content
+//     first appeared: the activation that brought it, carried forward across flips
+//     while its SHA-256 stays the same (and kept on disk with the routes), so an
+//     unchanged file keeps its date and `wget -N` fetches only what changed; a path
+//     served only through a retained release, and not dated before, carries that
+//     release's build date. dates.go says why dates are carried rather than derived
+//     from the feed, and how a flip the edge missed can never leave a date that gives
+//     a false 304. If-None-Match and If-Modified-Since answer 304. Because HTTP dates
 //     have one-second resolution, a path outside by-hash/ and pool/ carries no
 //     Last-Modified (and If-Modified-Since is ignored for it) during the first two
-//     seconds after its release's activation: two flips within one second must not
-//     produce a false 304.
+//     seconds after the activation that dated it: two flips within one second must
+//     not produce a false 304.
 //   - Cache-Control: by-hash/ and pool/ objects "public, max-age=31536000, immutable";
 //     every other path (InRelease, Release, Release.gpg and the other indexes) "public,
 //     max-age=60", so a downstream cache lags a flip by at most a minute, while a client

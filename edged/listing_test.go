@@ -146,6 +146,13 @@ func TestWgetMirror(t *testing.T) {
 // wgetMirror runs wget -m -np into dir (listings not kept) and returns what it wrote.
 func wgetMirror(t *testing.T, addr, dir string, extra ...string) map[string][]byte {
 	t.Helper()
+	files, _ := wgetMirrorOut(t, addr, dir, extra...)
+	return files
+}
+
+// wgetMirrorOut is wgetMirror that also returns wget's output.
+func wgetMirrorOut(t *testing.T, addr, dir string, extra ...string) (map[string][]byte, string) {
+	t.Helper()
 	args := append([]string{"-m", "-np", "-nH", "-e", "robots=off", "-R", "index.html*", "--no-proxy", "-P", dir}, extra...)
 	cmd := exec.Command("wget", append(args, "http://"+addr+"/")...)
 	cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
@@ -158,5 +165,5 @@ func wgetMirror(t *testing.T, addr, dir string, extra ...string) map[string][]by
 			t.Logf("wget output:\n%s", out)
 		}
 	})
-	return readTree(t, dir, nil)
+	return readTree(t, dir, nil), string(out)
 }

@@ -27,7 +27,8 @@ import (
 //	    "repository": "demo", "hostnames": ["apt.example.test"],
 //	    "active": {"id": "<release id>", "manifest": "<sha256 of the manifest object>",
 //	               "activated_at": "RFC3339"},      (null: the site is not served)
-//	    "retained": [{"id": "...", "manifest": "<sha256>", "until": "RFC3339"}],
+//	    "retained": [{"id": "...", "manifest": "<sha256>", "until": "RFC3339",
+//	                  "deactivated_at": "RFC3339"}],
 //	    "keys": ["<armored public key>", ...]}]}   (the repository's registered keys)
 //
 // Both ends of the long poll are here: controld's handler reads a request with
