@@ -1,7 +1,12 @@
 package edged
 
 import (
+	"bytes"
+	"io"
+	"os"
 	"testing"
+
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
 
 	"github.com/armor-apt/armor/internal/hostname"
 	"github.com/armor-apt/armor/manifest"
@@ -78,6 +83,41 @@ func FuzzCleanPathFast(f *testing.F) {
 		want, wantDir, wantStatus := appendCleanPath(nil, []byte(s))
 		if status != wantStatus || (status == 0 && (string(got) != string(want) || dir != wantDir)) {
 			t.Fatalf("cleanPath(%q) = %q, dir %v, %d; appendCleanPath gives %q, dir %v, %d", s, got, dir, status, want, wantDir, wantStatus)
+		}
+	})
+}
+
+// FuzzKeyringRoutes: whatever keys the routes feed carries, the edge either serves a
+// binary keyring and its armored copy holding the same bytes, or nothing, and says why.
+func FuzzKeyringRoutes(f *testing.F) {
+	for _, p := range []string{"../testdata/keys/rsa.pub.asc", "../testdata/keys/eddsa.pub.asc"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b), "")
+		f.Add(string(b), string(b[:len(b)/2]))
+	}
+	f.Add("-----BEGIN PGP PUBLIC KEY BLOCK-----\n\n=AAAA\n-----END PGP PUBLIC KEY BLOCK-----\n", "x")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		routes, err := keyringRoutes("demo", []string{a, b})
+		if routes == nil {
+			if err == nil {
+				t.Fatal("no keyring and no error")
+			}
+			return
+		}
+		bin, asc := routes["demo-archive-keyring.gpg"], routes["demo-archive-keyring.asc"]
+		if bin == nil || asc == nil || len(bin.body) == 0 {
+			t.Fatalf("keyring routes %v", routes)
+		}
+		blk, err := armor.Decode(bytes.NewReader(asc.body))
+		if err != nil {
+			t.Fatalf("served .asc does not decode: %v", err)
+		}
+		got, err := io.ReadAll(blk.Body)
+		if err != nil || !bytes.Equal(got, bin.body) {
+			t.Fatalf("served .asc holds other bytes than .gpg (%v)", err)
 		}
 	})
 }
