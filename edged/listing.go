@@ -24,47 +24,52 @@ type dirIndex struct {
 type dirEntry struct {
 	name    string
 	dir     bool
-	size    int64 // files only
-	modTime int64 // unix seconds; for a directory the latest of what it holds; 0: none
+	size    int64     // files only
+	modTime int64     // unix seconds; for a directory the latest of what it holds; 0: none
+	sub     *dirIndex // while building: the directory's own index
 }
 
 // buildDirs makes the directory tree of a release's paths (the active release only:
 // retained releases' by-hash/ and pool/ paths are served but not listed, so a mirror
 // of the listings is the release). The root is "".
 func buildDirs(paths map[string]*route) map[string]*dirIndex {
-	dirs := map[string]*dirIndex{"": {}}
-	dirOf := func(p string) *dirIndex {
-		d := dirs[p]
-		if d == nil {
-			d = &dirIndex{}
-			dirs[p] = d
+	root := &dirIndex{}
+	dirs := map[string]*dirIndex{"": root}
+	var ensure func(dir string) *dirIndex
+	ensure = func(dir string) *dirIndex {
+		if d := dirs[dir]; d != nil {
+			return d
 		}
+		d := &dirIndex{}
+		dirs[dir] = d
+		up, base := splitDir(dir)
+		pd := ensure(up)
+		pd.entries = append(pd.entries, dirEntry{name: base, dir: true, sub: d})
 		return d
 	}
-	latest := map[string]int64{}        // a directory's latest date
-	listed := map[string]bool{"": true} // directories entered in their parent
 	for p, r := range paths {
 		parent, name := splitDir(p)
-		dirOf(parent).entries = append(dirOf(parent).entries, dirEntry{name: name, size: r.size, modTime: r.modTime})
-		for dir := parent; dir != ""; {
-			latest[dir] = max(latest[dir], r.modTime)
-			up, base := splitDir(dir)
-			if !listed[dir] {
-				listed[dir] = true
-				dirOf(up).entries = append(dirOf(up).entries, dirEntry{name: base, dir: true})
-			}
-			dir = up
-		}
+		d := ensure(parent)
+		d.entries = append(d.entries, dirEntry{name: name, size: r.size, modTime: r.modTime})
 	}
-	for p, d := range dirs {
-		for i := range d.entries {
-			if e := &d.entries[i]; e.dir {
-				e.modTime = latest[joinDir(p, e.name)]
-			}
-		}
-		sortEntries(d.entries)
-	}
+	finishDir(root)
 	return dirs
+}
+
+// finishDir sorts a directory's entries, dates its subdirectories (each by the latest
+// date of what it holds) and returns its own date.
+func finishDir(d *dirIndex) int64 {
+	var latest int64
+	for i := range d.entries {
+		e := &d.entries[i]
+		if e.sub != nil {
+			e.modTime = finishDir(e.sub)
+			e.sub = nil // not needed once dated
+		}
+		latest = max(latest, e.modTime)
+	}
+	sortEntries(d.entries)
+	return latest
 }
 
 func sortEntries(es []dirEntry) {
@@ -85,13 +90,6 @@ func splitDir(p string) (dir, name string) {
 		return "", p
 	}
 	return p[:i], p[i+1:]
-}
-
-func joinDir(dir, name string) string {
-	if dir == "" {
-		return name
-	}
-	return dir + "/" + name
 }
 
 var (
