@@ -185,14 +185,6 @@ func (e *Edge) apply(ctx context.Context, r *api.Routes, seen time.Time, save, w
 		}
 	}
 	if save && e.cfg.StateDir != "" {
-		for repo, rm := range rebuilt {
-			if err := saveDates(e.cfg.StateDir, repo, rm, now); err != nil {
-				e.logger.Warn("dates could not be kept on disk; serving them anyway", "err", err)
-			}
-		}
-		if err := pruneDates(e.cfg.StateDir, repos); err != nil {
-			e.logger.Warn("dates of repositories no longer routed could not be removed", "err", err)
-		}
 		if err := e.saveState(r, needed); err != nil {
 			e.logger.Warn("routes could not be kept on disk; serving them anyway", "err", err)
 		}
@@ -206,6 +198,19 @@ func (e *Edge) apply(ctx context.Context, r *api.Routes, seen time.Time, save, w
 	}
 	e.table.Store(next)
 	e.m.setRoutes(next)
+	if save && e.cfg.StateDir != "" {
+		// After the swap: dates are checked against each path's digest when read back,
+		// so they need not be on disk before the routes that use them, and a large
+		// repository's dates must not delay its flip.
+		for repo, rm := range rebuilt {
+			if err := saveDates(e.cfg.StateDir, repo, rm, now); err != nil {
+				e.logger.Warn("dates could not be kept on disk; serving them anyway", "err", err)
+			}
+		}
+		if err := pruneDates(e.cfg.StateDir, repos); err != nil {
+			e.logger.Warn("dates of repositories no longer routed could not be removed", "err", err)
+		}
+	}
 	for sum := range e.releases {
 		if !needed[sum] {
 			delete(e.releases, sum)
