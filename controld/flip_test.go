@@ -149,11 +149,15 @@ func TestRoutesWireFormat(t *testing.T) {
         "apt.example.test"
       ],
       "active": null,
-      "retained": []
-    }
-  ]`
+      "retained": [],
+      "keys": [
+        "-----BEGIN PGP PUBLIC KEY BLOCK-----`
 	if status != 200 || !contains(body, `"version": 2`) || !contains(body, `"generated_at": "2026-11-22T08:00:00Z"`) || !contains(body, want) {
 		t.Errorf("routes body (%d):\n%s\nwant it to contain\n%s", status, body, want)
+	}
+	routes, err := f.admin.Routes(context.Background(), 0, 0)
+	if err != nil || len(routes.Sites) != 1 || len(routes.Sites[0].Keys) != 1 || routes.Sites[0].Keys[0] != publicKey(t, f.key) {
+		t.Errorf("routes' keys: %+v, %v; want the registered key", routes, err)
 	}
 	req, _ := http.NewRequest("GET", f.http.URL+"/v1/routes", nil)
 	req.Header.Set("Authorization", "Bearer "+f.secret)
@@ -219,7 +223,7 @@ func TestRetention(t *testing.T) {
 				t.Fatalf("retained = %+v, want release 1 retained: %v", site.Retained, tc.retained)
 			}
 			if tc.retained && (site.Retained[0].ID != id1 || site.Retained[0].Manifest != sum1 ||
-				!site.Retained[0].Until.Equal(deactivated.Add(48*time.Hour))) {
+				!site.Retained[0].Until.Equal(deactivated.Add(48*time.Hour)) || !site.Retained[0].DeactivatedAt.Equal(deactivated)) {
 				t.Errorf("retained = %+v, want %s until %v", site.Retained[0], id1, deactivated.Add(48*time.Hour))
 			}
 			// When a window ends, the version moves so that waiting edges learn of it.

@@ -79,6 +79,9 @@ func (s *Server) buildRoutes(c *call, snap state.Snapshot) api.Routes {
 			continue
 		}
 		site := api.Site{Repository: r.Name, Hostnames: nonNil(r.Hostnames), Retained: retained(r, now)}
+		for _, k := range r.Keys {
+			site.Keys = append(site.Keys, k.Armored)
+		}
 		if r.Active != nil {
 			site.Active = &api.RouteActive{ID: r.Active.Release, Manifest: r.Active.Manifest, ActivatedAt: r.Active.At}
 		}
@@ -94,7 +97,7 @@ func retained(r state.Repository, now time.Time) []api.Retained {
 	for _, x := range r.Retired {
 		until := x.DeactivatedAt.Add(r.Retention)
 		if until.After(now) {
-			out = append(out, api.Retained{ID: x.Release, Manifest: x.Manifest, Until: until.UTC()})
+			out = append(out, api.Retained{ID: x.Release, Manifest: x.Manifest, Until: until.UTC(), DeactivatedAt: x.DeactivatedAt.UTC()})
 		}
 	}
 	return out

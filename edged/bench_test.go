@@ -591,3 +591,20 @@ func TestLatencyHistogram(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCleanPath measures request-path cleaning on the hot path: a plain path (no
+// copy), and one whose slashes are merged (built in the handler's buffer).
+func BenchmarkCleanPath(b *testing.B) {
+	for _, p := range []string{"/pool/main/h/hello/hello_1_amd64.deb", "//dists/stable/main/binary-amd64/Packages.gz"} {
+		b.Run(strings.ReplaceAll(p, "/", "_"), func(b *testing.B) {
+			raw := []byte(p)
+			var buf [512]byte
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, status := cleanPath(buf[:0], raw); status != 0 {
+					b.Fatal(status)
+				}
+			}
+		})
+	}
+}

@@ -73,6 +73,9 @@ type PollConfig struct {
 	// BackoffMin and BackoffMax bound the exponential backoff after an error.
 	BackoffMin duration.Duration `toml:"backoff_min"`
 	BackoffMax duration.Duration `toml:"backoff_max"`
+	// StaleAfter is how long polling may keep failing before /healthz reports controld
+	// unreachable (the edge serves its last known routes meanwhile).
+	StaleAfter duration.Duration `toml:"stale_after"`
 }
 
 // Defaults returns the configuration used for every field left unset.
@@ -91,6 +94,7 @@ func Defaults() Config {
 			Wait:       duration.Duration(30 * time.Second),
 			BackoffMin: duration.Duration(500 * time.Millisecond),
 			BackoffMax: duration.Duration(30 * time.Second),
+			StaleAfter: duration.Duration(2 * time.Minute),
 		},
 	}
 }
@@ -141,6 +145,7 @@ func (c Config) withDefaults() Config {
 		{&c.Poll.Wait, &d.Poll.Wait},
 		{&c.Poll.BackoffMin, &d.Poll.BackoffMin},
 		{&c.Poll.BackoffMax, &d.Poll.BackoffMax},
+		{&c.Poll.StaleAfter, &d.Poll.StaleAfter},
 	}
 	for _, x := range durations {
 		if *x.v == 0 {
@@ -172,7 +177,7 @@ func (c Config) Validate() error {
 	for _, d := range []struct {
 		key string
 		v   duration.Duration
-	}{{"fetch_timeout", c.FetchTimeout}, {"request_timeout", c.RequestTimeout}, {"shutdown_timeout", c.ShutdownTimeout}} {
+	}{{"fetch_timeout", c.FetchTimeout}, {"request_timeout", c.RequestTimeout}, {"shutdown_timeout", c.ShutdownTimeout}, {"poll.stale_after", c.Poll.StaleAfter}} {
 		if d.v < 0 {
 			return fmt.Errorf("%s: %s is negative", d.key, d.v.D())
 		}

@@ -18,23 +18,45 @@
 //   - If controld is unreachable the last known routes keep being served; they are kept
 //     on disk (the feed and the manifests it names) so a restart needs neither controld
 //     nor the store to route. If the store is unreachable, cached objects are still
-//     served and misses get 503 with Retry-After.
+//     served and misses get 503 with Retry-After. HEAD answers what GET would: for an
+//     object not in the cache it asks the store (Stat) whether it can serve it.
+//   - /healthz (admin listener) answers 200 {"status":"ok"} only while controld's feed
+//     and the store both answer; otherwise 503 with "degraded" (still serving) or "no
+//     routes loaded", and the state of each. controld counts as down once polling has
+//     failed for longer than poll.stale_after (2 minutes by default).
 //
 // HTTP details an operator may care about:
 //   - The site is chosen by the Host header (or the host of an absolute-form request
 //     target), normalised exactly as hostname.Normalize does: unknown host 404, missing
-//     Host 400. The path is percent-decoded and must name a file of the site's release:
-//     ".", ".." and encoded '/' are 400; directories and unknown paths 404.
+//     Host 400. The path is percent-decoded and repeated slashes are merged, as nginx's
+//     merge_slashes does (debmirror asks for "//dists/..." of a repository at a
+//     hostname's root); it must then name a file or a directory of the site's release:
+//     ".", ".." and encoded '/' are 400; unknown paths 404.
+//   - A directory of the active release (the root included, "/dists/stable/") answers
+//     its listing, like nginx's autoindex: HTML with each entry's name, date and size,
+//     or nginx's JSON with Accept: application/json; the root also lists the keyrings.
+//     Asked without its trailing slash, it redirects there (301), as nginx does. The
+//     directory tree is built once per routing map, not per request; retained
+//     releases' paths are served but not listed, so `wget -m -np` mirrors exactly the
+//     active release.
+//   - /<repository>-archive-keyring.gpg (binary keyring) and .asc (armored) at the root
+//     of each hostname are the repository's public keys, as controld's routes feed
+//     lists them (a key added or removed changes the feed's version); a file of the
+//     release with the same name wins.
 //   - GET and HEAD only (405 otherwise). One byte range gives 206 (416 when
 //     unsatisfiable, If-Range honoured); several ranges give the whole object (200).
-//   - ETag is the object's SHA-256 in quotes. Last-Modified is the activation time of
-//     the active release serving the path; a path served only through a retained release
-//     carries that release's build date (the manifest's date, which precedes its
-//     activation). If-None-Match and If-Modified-Since answer 304. Because HTTP dates
+//   - ETag is the object's SHA-256 in quotes. Last-Modified is when the path's content
+//     first appeared: the activation that brought it, carried forward across flips
+//     while its SHA-256 stays the same (and kept on disk with the routes), so an
+//     unchanged file keeps its date and `wget -N` fetches only what changed; a path
+//     served only through a retained release, and not dated before, carries that
+//     release's build date. dates.go says why dates are carried rather than derived
+//     from the feed, and how a flip the edge missed can never leave a date that gives
+//     a false 304. If-None-Match and If-Modified-Since answer 304. Because HTTP dates
 //     have one-second resolution, a path outside by-hash/ and pool/ carries no
 //     Last-Modified (and If-Modified-Since is ignored for it) during the first two
-//     seconds after its release's activation: two flips within one second must not
-//     produce a false 304.
+//     seconds after the activation that dated it: two flips within one second must
+//     not produce a false 304.
 //   - Cache-Control: by-hash/ and pool/ objects "public, max-age=31536000, immutable";
 //     every other path (InRelease, Release, Release.gpg and the other indexes) "public,
 //     max-age=60", so a downstream cache lags a flip by at most a minute, while a client

@@ -2,7 +2,6 @@ package edged
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +38,7 @@ type Edge struct {
 	cancel    context.CancelFunc
 
 	table atomic.Pointer[table]
+	feed  feedHealth
 
 	applyMu  sync.Mutex          // serialises apply
 	releases map[string]*release // loaded manifests by object digest; under applyMu
@@ -70,6 +70,7 @@ func New(cfg Config, cas store.Store, logger *slog.Logger) (*Edge, error) {
 		client:    &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
 		releases:  map[string]*release{},
 	}
+	e.feed.since.Store(time.Now().UnixNano())
 	e.base, e.cancel = context.WithCancel(context.Background())
 	if e.objects, err = newObjects(e.base, cas, cfg.CacheSize, cfg.FetchTimeout.D(), e.m); err != nil {
 		e.cancel()
@@ -228,18 +229,6 @@ func (e *Edge) AdminHandler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(e.m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", e.healthz)
 	return mux
-}
-
-// healthz answers 200 once routes are loaded (from controld or disk), 503 before.
-func (e *Edge) healthz(w http.ResponseWriter, _ *http.Request) {
-	t := e.table.Load()
-	w.Header().Set("Content-Type", "application/json")
-	if t == nil {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(`{"status":"no routes loaded"}` + "\n"))
-		return
-	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"status": "ok", "routes_version": t.version, "sites": len(t.sites)})
 }
 
 // ServeAdmin serves AdminHandler on ln until ctx is cancelled, then shuts down

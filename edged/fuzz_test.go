@@ -1,7 +1,12 @@
 package edged
 
 import (
+	"bytes"
+	"io"
+	"os"
 	"testing"
+
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
 
 	"github.com/armor-apt/armor/internal/hostname"
 	"github.com/armor-apt/armor/manifest"
@@ -37,22 +42,22 @@ func FuzzHost(f *testing.F) {
 func FuzzPath(f *testing.F) {
 	for _, s := range []string{
 		"/dists/stable/InRelease", "/../etc/passwd", "/%2e%2e/x", "/a%2fb", "//a", "/a/", "/a%zz",
-		"/pool/main/h/hello/hello_1.0%7erc1_amd64.deb", "/a/./b", "/%", "", "x", "/\\", "/a%00",
+		"/pool/main/h/hello/hello_1.0%7erc1_amd64.deb", "/a/./b", "/%", "", "x", "/\\", "/a%00", "/", "//", "/a//b/", "/a/.//",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got, status := CleanPath(s)
+		got, dir, status := CleanPath(s)
 		switch status {
 		case 0:
-			if !manifest.ValidPath(got) {
+			if (got != "" || !dir) && !manifest.ValidPath(got) {
 				t.Fatalf("CleanPath(%q) = %q, not a valid tree path", s, got)
 			}
-			again, st := CleanPath("/" + got)
-			if st != 0 || again != got {
-				t.Fatalf("CleanPath(%q) = %q, but CleanPath(/%s) = %q, %d", s, got, got, again, st)
+			again, againDir, st := CleanPath("/" + got)
+			if st != 0 || again != got || (againDir != (got == "")) {
+				t.Fatalf("CleanPath(%q) = %q, but CleanPath(/%s) = %q, dir %v, %d", s, got, got, again, againDir, st)
 			}
-		case 400, 404:
+		case 400:
 			if got != "" {
 				t.Fatalf("CleanPath(%q) = %q with status %d", s, got, status)
 			}
@@ -68,16 +73,51 @@ func FuzzCleanPathFast(f *testing.F) {
 	for _, s := range []string{
 		"/dists/stable/InRelease", "/pool/main/h/hello/hello_1_amd64.deb", "/../etc/passwd",
 		"/%2e%2e/x", "/a%2fb", "//a", "/a/", "/a/./b", "/a/../b", "/.", "/..", "/...", "/a\\b",
-		"/a\x01b", "/a\x7fb", "//a\\", "/a//b/..", "/", "", "x", "/%", "/a%41",
+		"/a\x01b", "/a\x7fb", "//a\\", "/a//b/..", "/", "", "x", "/%", "/a%41", "//", "/a/", "/a//", "/a/.//b", "///a%41//",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		var buf [16]byte
-		got, status := cleanPath(buf[:0], []byte(s))
-		want, wantStatus := appendCleanPath(nil, []byte(s))
-		if status != wantStatus || (status == 0 && string(got) != string(want)) {
-			t.Fatalf("cleanPath(%q) = %q, %d; appendCleanPath gives %q, %d", s, got, status, want, wantStatus)
+		got, dir, status := cleanPath(buf[:0], []byte(s))
+		want, wantDir, wantStatus := appendCleanPath(nil, []byte(s))
+		if status != wantStatus || (status == 0 && (string(got) != string(want) || dir != wantDir)) {
+			t.Fatalf("cleanPath(%q) = %q, dir %v, %d; appendCleanPath gives %q, dir %v, %d", s, got, dir, status, want, wantDir, wantStatus)
+		}
+	})
+}
+
+// FuzzKeyringRoutes: whatever keys the routes feed carries, the edge either serves a
+// binary keyring and its armored copy holding the same bytes, or nothing, and says why.
+func FuzzKeyringRoutes(f *testing.F) {
+	for _, p := range []string{"../testdata/keys/rsa.pub.asc", "../testdata/keys/eddsa.pub.asc"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b), "")
+		f.Add(string(b), string(b[:len(b)/2]))
+	}
+	f.Add("-----BEGIN PGP PUBLIC KEY BLOCK-----\n\n=AAAA\n-----END PGP PUBLIC KEY BLOCK-----\n", "x")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		routes, err := keyringRoutes("demo", []string{a, b})
+		if routes == nil {
+			if err == nil {
+				t.Fatal("no keyring and no error")
+			}
+			return
+		}
+		bin, asc := routes["demo-archive-keyring.gpg"], routes["demo-archive-keyring.asc"]
+		if bin == nil || asc == nil || len(bin.body) == 0 {
+			t.Fatalf("keyring routes %v", routes)
+		}
+		blk, err := armor.Decode(bytes.NewReader(asc.body))
+		if err != nil {
+			t.Fatalf("served .asc does not decode: %v", err)
+		}
+		got, err := io.ReadAll(blk.Body)
+		if err != nil || !bytes.Equal(got, bin.body) {
+			t.Fatalf("served .asc holds other bytes than .gpg (%v)", err)
 		}
 	})
 }

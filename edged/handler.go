@@ -121,15 +121,21 @@ func (e *Edge) serve(ctx *fasthttp.RequestCtx) (int, int64, *httpError) {
 		return 0, 0, errNotFound
 	}
 	var pathBuf [512]byte
-	p, status := cleanPath(pathBuf[:0], target)
-	switch status {
-	case 400:
+	p, dir, status := cleanPath(pathBuf[:0], target)
+	if status != 0 {
 		return 0, 0, errBadRequest
-	case 404:
-		return 0, 0, errNotFound
 	}
-	r := s.routes.paths[string(p)]
+	var r *route
+	if !dir {
+		if r = s.routes.paths[string(p)]; r == nil {
+			r = s.extra[string(p)]
+		}
+	}
 	if r == nil || (r.until != 0 && ctx.Time().UnixNano() >= r.until) {
+		if d := s.routes.dirs[string(p)]; d != nil && r == nil {
+			status, n := serveDir(ctx, s, p, d, dir)
+			return status, n, nil
+		}
 		return 0, 0, errNotFound
 	}
 	resp := &ctx.Response.Header
@@ -149,7 +155,14 @@ func (e *Edge) serve(ctx *fasthttp.RequestCtx) (int, int64, *httpError) {
 	length := end - start
 	switch {
 	case head:
+		if r.body == nil && (r.size > e.threshold || !e.objects.has(r.key)) {
+			if err := e.objects.check(r.sum, r.size); err != nil {
+				return 0, 0, e.storeError(err)
+			}
+		}
 		resp.SetContentLength(int(length))
+	case r.body != nil:
+		ctx.Response.SetBodyRaw(r.body[start:end])
 	case r.size > e.threshold:
 		rc, err := e.objects.open(r.sum, start, length)
 		if err != nil {

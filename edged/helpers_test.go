@@ -39,6 +39,7 @@ type testStore struct {
 	damaged sync.Map     // sum -> []byte served instead of the object
 	mu      sync.Mutex
 	opens   map[string]int
+	stats   int
 	asked   []string // "sum offset length" of each Open
 }
 
@@ -61,6 +62,32 @@ func (s *testStore) Open(ctx context.Context, sum string, offset, length int64) 
 		return io.NopCloser(bytes.NewReader(v.([]byte))), nil
 	}
 	return s.Store.Open(ctx, sum, offset, length)
+}
+
+func (s *testStore) Stat(ctx context.Context, sum string) (store.Info, error) {
+	s.mu.Lock()
+	s.stats++
+	s.mu.Unlock()
+	if s.down.Load() {
+		return store.Info{}, fmt.Errorf("stat %s: %w", sum, errStoreUnreachable)
+	}
+	if v, ok := s.damaged.Load(sum); ok {
+		return store.Info{SHA256: sum, Size: int64(len(v.([]byte)))}, nil
+	}
+	return s.Store.Stat(ctx, sum)
+}
+
+func (s *testStore) Has(ctx context.Context, sum string) (bool, error) {
+	if s.down.Load() {
+		return false, fmt.Errorf("has %s: %w", sum, errStoreUnreachable)
+	}
+	return s.Store.Has(ctx, sum)
+}
+
+func (s *testStore) statCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
 }
 
 func (s *testStore) openCount(sum string) int {

@@ -25,7 +25,7 @@ type metrics struct {
 
 var (
 	methodNames   = [3]string{"GET", "HEAD", "other"}
-	knownStatuses = [...]int{200, 206, 304, 400, 404, 405, 408, 416, 431, 500, 502, 503}
+	knownStatuses = [...]int{200, 206, 301, 304, 400, 404, 405, 408, 416, 431, 500, 502, 503}
 )
 
 func newMetrics() *metrics {

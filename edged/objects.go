@@ -117,6 +117,34 @@ func (o *objects) cached(sum string) bool {
 	return ok
 }
 
+// has reports whether the object of cache key key is cached, without counting a hit.
+func (o *objects) has(key string) bool {
+	_, ok := o.cache.Get(key)
+	return ok
+}
+
+// check reports whether the store can serve an object now, without reading it: the
+// answer to a HEAD of an object not in the cache, which must be what a GET would get.
+// An object of another size is errCorrupt. Concurrent checks of one object make one
+// store request.
+func (o *objects) check(sum string, size int64) error {
+	_, err, _ := o.flights.Do("stat "+sum, func() (any, error) {
+		ctx, cancel := context.WithTimeout(o.base, o.timeout)
+		defer cancel()
+		info, err := o.store.Stat(ctx, sum)
+		if err != nil {
+			o.m.storeErrors.Inc()
+			return nil, fmt.Errorf("stat object %s: %w", sum, err)
+		}
+		if info.Size != size {
+			o.m.storeErrors.Inc()
+			return nil, fmt.Errorf("stat object %s (%d bytes, %d expected): %w", sum, info.Size, size, errCorrupt)
+		}
+		return nil, nil
+	})
+	return err
+}
+
 // fetch reads a whole object from the store and checks its size and digest.
 func (o *objects) fetch(sum string, size int64) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(o.base, o.timeout)

@@ -1,51 +1,52 @@
 package edged
 
 // CleanPath turns a request path (the part of the request target before any '?' or
-// '#') into a tree path as manifests list it: no leading slash, percent-escapes decoded.
-// It reports status 400 for a path that is malformed or tries to leave the tree (a bad
-// escape, an encoded '/' or '\', a control byte, a "." or ".." segment), and 404 for one
-// that cannot name a file (the root, an empty segment, a trailing slash). On success the
-// status is 0 and the result satisfies manifest.ValidPath.
-func CleanPath(raw string) (string, int) {
-	b, status := appendCleanPath(nil, []byte(raw))
-	return string(b), status
+// '#') into a tree path as manifests list it: no leading slash, percent-escapes decoded,
+// and repeated slashes merged into one, as nginx's merge_slashes does (debmirror asks
+// for "//dists/..." of a repository at a hostname's root). dir reports a path that ends
+// in a slash, the root ("/", giving "") included: it can name only a directory. It
+// reports status 400 for a path that is malformed or tries to leave the tree (a bad
+// escape, an encoded '/' or '\', a control byte, a "." or ".." segment); on success the
+// status is 0 and the result is "" (the root) or satisfies manifest.ValidPath.
+func CleanPath(raw string) (p string, dir bool, status int) {
+	b, dir, status := appendCleanPath(nil, []byte(raw))
+	return string(b), dir, status
 }
 
-// cleanPath is CleanPath for the handler: when raw needs no percent-decoding the result
-// is raw[1:] itself (no copy); otherwise it is decoded into buf by appendCleanPath. It
-// returns exactly what appendCleanPath would (FuzzCleanPathFast checks this).
-func cleanPath(buf, raw []byte) ([]byte, int) {
+// cleanPath is CleanPath for the handler: when raw needs neither percent-decoding nor
+// merging of slashes, the result is a sub-slice of raw itself (no copy); otherwise it
+// is built in buf by appendCleanPath. It returns exactly what appendCleanPath would
+// (FuzzCleanPathFast checks this).
+func cleanPath(buf, raw []byte) ([]byte, bool, int) {
 	if len(raw) == 0 || raw[0] != '/' {
-		return buf[:0], 400
+		return buf[:0], false, 400
 	}
 	seg := 1 // start of the current segment
-	notFound := false
 	for i := 1; i < len(raw); i++ {
 		switch pathClass[raw[i]] {
 		case pcSlash:
-			switch checkSegment(raw[seg:i]) {
-			case 400:
-				return buf[:0], 400
-			case 404:
-				notFound = true
+			if i == seg {
+				return appendCleanPath(buf[:0], raw) // an empty segment: merge
+			}
+			if dotSegment(raw[seg:i]) {
+				return buf[:0], false, 400
 			}
 			seg = i + 1
 		case pcPercent:
 			return appendCleanPath(buf[:0], raw)
 		case pcBad:
-			return buf[:0], 400
+			return buf[:0], false, 400
 		}
 	}
-	switch checkSegment(raw[seg:]) {
-	case 400:
-		return buf[:0], 400
-	case 404:
-		notFound = true
+	switch {
+	case seg == 1 && len(raw) == 1:
+		return raw[1:], true, 0
+	case seg == len(raw):
+		return raw[1 : len(raw)-1], true, 0
+	case dotSegment(raw[seg:]):
+		return buf[:0], false, 400
 	}
-	if notFound {
-		return buf[:0], 404
-	}
-	return raw[1:], 0
+	return raw[1:], false, 0
 }
 
 // Byte classes of a raw request path for cleanPath.
@@ -68,61 +69,54 @@ var pathClass = func() (t [256]uint8) {
 }()
 
 // appendCleanPath is CleanPath appending to dst; it allocates only if dst is too small.
-func appendCleanPath(dst, raw []byte) ([]byte, int) {
+func appendCleanPath(dst, raw []byte) ([]byte, bool, int) {
 	if len(raw) == 0 || raw[0] != '/' {
-		return dst, 400
+		return dst, false, 400
 	}
 	start := len(dst)
-	segStart := start
-	notFound := false
+	seg := start
 	for i := 1; i < len(raw); i++ {
 		c := raw[i]
 		if c == '%' {
 			if i+2 >= len(raw) || !isHex(raw[i+1]) || !isHex(raw[i+2]) {
-				return dst[:start], 400
+				return dst[:start], false, 400
 			}
 			c = unhex(raw[i+1])<<4 | unhex(raw[i+2])
 			i += 2
 			if c == '/' {
-				return dst[:start], 400
+				return dst[:start], false, 400
 			}
 		} else if c == '/' {
-			if status := checkSegment(dst[segStart:]); status == 400 {
-				return dst[:start], 400
-			} else if status == 404 {
-				notFound = true
+			if len(dst) == seg {
+				continue // an empty segment: merged
+			}
+			if dotSegment(dst[seg:]) {
+				return dst[:start], false, 400
 			}
 			dst = append(dst, '/')
-			segStart = len(dst)
+			seg = len(dst)
 			continue
 		}
 		if c < 0x20 || c == 0x7f || c == '\\' {
-			return dst[:start], 400
+			return dst[:start], false, 400
 		}
 		dst = append(dst, c)
 	}
-	switch checkSegment(dst[segStart:]) {
-	case 400:
-		return dst[:start], 400
-	case 404:
-		notFound = true
+	if len(dst) == seg { // the root, or a trailing slash
+		if seg > start {
+			dst = dst[:seg-1]
+		}
+		return dst, true, 0
 	}
-	if notFound {
-		return dst[:start], 404
+	if dotSegment(dst[seg:]) {
+		return dst[:start], false, 400
 	}
-	return dst, 0
+	return dst, false, 0
 }
 
-// checkSegment classifies one decoded path segment: 400 for "." and "..", 404 for an
-// empty one, 0 otherwise.
-func checkSegment(seg []byte) int {
-	switch string(seg) {
-	case ".", "..":
-		return 400
-	case "":
-		return 404
-	}
-	return 0
+// dotSegment reports a "." or ".." segment, which would leave the tree or alias a path.
+func dotSegment(seg []byte) bool {
+	return len(seg) <= 2 && len(seg) > 0 && seg[0] == '.' && (len(seg) == 1 || seg[1] == '.')
 }
 
 func unhex(c byte) byte {

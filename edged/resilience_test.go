@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/armor-apt/armor/internal/duration"
 )
 
 // TestControldDown: the last known routes keep being served, and a flip made while
@@ -79,7 +81,7 @@ func TestRestartFromDisk(t *testing.T) {
 	resp, body = get(t, e3.addr, "GET", hostB, "/dists/stable/Nope")
 	wantStatus(t, "unknown path, store down", resp, body, 404)
 	resp, body = get(t, e3.addr, "HEAD", hostB, "/dists/stable/Release")
-	wantStatus(t, "HEAD needs no store", resp, body, 200)
+	wantStatus(t, "HEAD of a known path, store down", resp, body, 503)
 }
 
 // TestStoreDown: cached objects are served; misses get 503 with Retry-After.
@@ -94,14 +96,97 @@ func TestStoreDown(t *testing.T) {
 		resp, body := get(t, f.edge.addr, "GET", hostA, p)
 		wantStatus(t, "cached "+p, resp, body, 200)
 	}
-	resp, body = get(t, f.edge.addr, "GET", hostB, "/pool/main/h/hello/hello_7_amd64.deb")
-	wantStatus(t, "miss with the store down", resp, body, 503)
-	if resp.Header.Get("Retry-After") == "" {
-		t.Fatal("503 without Retry-After")
+	stats := f.store.statCount()
+	for _, p := range []string{"/dists/stable/InRelease", deb} {
+		resp, body := get(t, f.edge.addr, "HEAD", hostA, p)
+		wantStatus(t, "HEAD of cached "+p, resp, body, 200)
+	}
+	if n := f.store.statCount() - stats; n != 0 {
+		t.Fatalf("HEAD of cached objects asked the store %d times", n)
+	}
+	for _, method := range []string{"GET", "HEAD"} {
+		resp, body = get(t, f.edge.addr, method, hostB, "/pool/main/h/hello/hello_7_amd64.deb")
+		wantStatus(t, method+" miss with the store down", resp, body, 503)
+		if resp.Header.Get("Retry-After") == "" {
+			t.Fatalf("%s: 503 without Retry-After", method)
+		}
 	}
 	f.store.down.Store(false)
-	resp, body = get(t, f.edge.addr, "GET", hostB, "/pool/main/h/hello/hello_7_amd64.deb")
-	wantStatus(t, "miss with the store back", resp, body, 200)
+	for _, method := range []string{"HEAD", "GET"} {
+		resp, body = get(t, f.edge.addr, method, hostB, "/pool/main/h/hello/hello_7_amd64.deb")
+		wantStatus(t, method+" miss with the store back", resp, body, 200)
+		if n := f.b.object("pool/main/h/hello/hello_7_amd64.deb"); resp.ContentLength != int64(len(n)) {
+			t.Fatalf("%s: Content-Length %d; want %d", method, resp.ContentLength, len(n))
+		}
+	}
+}
+
+// TestHeadLargeObject: HEAD of an object streamed from the store (never cached) asks
+// the store too, and answers 503 while it is down, 502 when it holds other bytes.
+func TestHeadLargeObject(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.StreamThreshold = 8 })
+	const p = "/pool/main/h/hello/hello_1_amd64.deb"
+	resp, body := get(t, f.edge.addr, "HEAD", hostA, p)
+	wantStatus(t, "HEAD of a streamed object", resp, body, 200)
+	f.store.damaged.Store(sha(f.a.object(p[1:])), []byte("short"))
+	resp, body = get(t, f.edge.addr, "HEAD", hostA, p)
+	wantStatus(t, "HEAD of a damaged object", resp, body, 502)
+	f.store.damaged.Delete(sha(f.a.object(p[1:])))
+	f.store.down.Store(true)
+	resp, body = get(t, f.edge.addr, "HEAD", hostA, p)
+	wantStatus(t, "HEAD with the store down", resp, body, 503)
+}
+
+// TestHealthz: /healthz says ok only while controld's feed and the store both answer;
+// with either out it answers 503 "degraded", naming which, while the edge keeps serving.
+func TestHealthz(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Poll.StaleAfter = duration.Duration(300 * time.Millisecond) })
+	type report struct {
+		Status   string
+		Controld struct {
+			OK          bool
+			LastSuccess *time.Time `json:"last_success"`
+			Error       string
+		}
+		Store struct {
+			OK    bool
+			Error string
+		}
+	}
+	health := func(want int) report {
+		t.Helper()
+		resp, body := get(t, f.edge.admin, "GET", "localhost", "/healthz")
+		var r report
+		if err := json.Unmarshal(body, &r); err != nil {
+			t.Fatalf("healthz body %q: %v", body, err)
+		}
+		if resp.StatusCode != want {
+			t.Fatalf("healthz: %d %s; want %d", resp.StatusCode, body, want)
+		}
+		return r
+	}
+	if r := health(200); r.Status != "ok" || !r.Controld.OK || !r.Store.OK || r.Controld.LastSuccess == nil {
+		t.Fatalf("healthy edge: %+v", r)
+	}
+
+	f.store.down.Store(true)
+	if r := health(503); r.Status != "degraded" || !r.Controld.OK || r.Store.OK || !strings.Contains(r.Store.Error, "connection refused") {
+		t.Fatalf("store down: %+v", r)
+	}
+	f.store.down.Store(false)
+	health(200)
+
+	f.ctl.stop()
+	time.Sleep(500 * time.Millisecond)
+	if r := health(503); r.Status != "degraded" || r.Controld.OK || r.Controld.Error == "" || !r.Store.OK {
+		t.Fatalf("controld down: %+v", r)
+	}
+	f.store.down.Store(true)
+	if r := health(503); r.Status != "degraded" || r.Controld.OK || r.Store.OK {
+		t.Fatalf("controld and store down: %+v", r)
+	}
+	resp, body := get(t, f.edge.addr, "GET", hostA, "/dists/stable/InRelease")
+	wantStatus(t, "cached InRelease with both down", resp, body, 200)
 }
 
 // TestStoreDamaged: an object whose bytes do not match its digest is answered 502 and

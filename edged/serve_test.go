@@ -93,9 +93,8 @@ func TestServeNotFound(t *testing.T) {
 	}{
 		{"unknown host", "nope.example.test", "/dists/stable/InRelease", 404},
 		{"unknown path", hostA, "/dists/stable/Nope", 404},
-		{"root", hostA, "/", 404},
-		{"directory", hostA, "/dists/", 404},
-		{"directory without slash", hostA, "/dists/stable", 404},
+		{"file with a trailing slash", hostA, "/dists/stable/InRelease/", 404},
+		{"unknown directory", hostA, "/dists/nope/", 404},
 		{"store layout path", hostA, "/objects/sha256/" + f.a.sum[:2] + "/" + f.a.sum, 404},
 		{"manifest digest", hostA, "/" + f.a.sum, 404},
 		{"bad host", "a b", "/dists/stable/InRelease", 400},
@@ -297,8 +296,6 @@ func TestTraversal(t *testing.T) {
 		"/dists/stable%2FInRelease",
 		"/dists%5cstable/InRelease",
 		"/dists\\stable/InRelease",
-		"//dists/stable/InRelease",
-		"/dists//stable/InRelease",
 		"/dists/stable/InRelease/",
 		"/dists/stable/InRelease%00",
 		"/dists/stable/InRelease%",
@@ -323,31 +320,39 @@ func TestTraversal(t *testing.T) {
 func TestCleanPath(t *testing.T) {
 	tests := []struct {
 		in, want string
+		dir      bool
 		status   int
 	}{
-		{"/dists/stable/InRelease", "dists/stable/InRelease", 0},
-		{"/pool/main/h/hello/hello_1.0%7erc1_amd64.deb", "pool/main/h/hello/hello_1.0~rc1_amd64.deb", 0},
-		{"/a%2Bb", "a+b", 0},
-		{"", "", 400},
-		{"dists", "", 400},
-		{"/", "", 404},
-		{"/a//b", "", 404},
-		{"/a/", "", 404},
-		{"/a/../b", "", 400},
-		{"/a/%2e/b", "", 400},
-		{"/a%2fb", "", 400},
-		{"/a%5Cb", "", 400},
-		{"/a%0ab", "", 400},
-		{"/a%", "", 400},
-		{"/a%4", "", 400},
-		{"/a\x7fb", "", 400},
-		{"/..", "", 400},
-		{"/...", "...", 0},
+		{"/dists/stable/InRelease", "dists/stable/InRelease", false, 0},
+		{"/pool/main/h/hello/hello_1.0%7erc1_amd64.deb", "pool/main/h/hello/hello_1.0~rc1_amd64.deb", false, 0},
+		{"/a%2Bb", "a+b", false, 0},
+		{"", "", false, 400},
+		{"dists", "", false, 400},
+		{"/", "", true, 0},
+		{"//", "", true, 0},
+		{"/a//b", "a/b", false, 0},
+		{"//dists/stable/Release", "dists/stable/Release", false, 0},
+		{"/dists///stable//%41", "dists/stable/A", false, 0},
+		{"/a/", "a", true, 0},
+		{"/a//", "a", true, 0},
+		{"//a/b/", "a/b", true, 0},
+		{"/a//../b", "", false, 400},
+		{"/a/../b", "", false, 400},
+		{"/a/%2e/b", "", false, 400},
+		{"/a/./", "", false, 400},
+		{"/a%2fb", "", false, 400},
+		{"/a%5Cb", "", false, 400},
+		{"/a%0ab", "", false, 400},
+		{"/a%", "", false, 400},
+		{"/a%4", "", false, 400},
+		{"/a\x7fb", "", false, 400},
+		{"/..", "", false, 400},
+		{"/...", "...", false, 0},
 	}
 	for _, tt := range tests {
-		got, status := CleanPath(tt.in)
-		if got != tt.want || status != tt.status {
-			t.Errorf("CleanPath(%q) = %q, %d; want %q, %d", tt.in, got, status, tt.want, tt.status)
+		got, dir, status := CleanPath(tt.in)
+		if got != tt.want || dir != tt.dir || status != tt.status {
+			t.Errorf("CleanPath(%q) = %q, dir %v, %d; want %q, dir %v, %d", tt.in, got, dir, status, tt.want, tt.dir, tt.status)
 		}
 	}
 }

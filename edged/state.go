@@ -24,6 +24,7 @@ import (
 //	<state_dir>/routes.json           the last applied routes feed (as edged read it:
 //	                                  validated, without fields it does not know)
 //	<state_dir>/manifests/<sha256>    every manifest that feed needs, as stored
+//	<state_dir>/dates/<hash>.json     each repository's Last-Modified dates (dates.go)
 //
 // Manifests are written before routes.json names them, and every file is written
 // atomically (temp file, fsync, rename, fsync of the directory).
@@ -48,7 +49,12 @@ func (e *Edge) loadState(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kept routes %s: %w", filepath.Join(e.cfg.StateDir, routesFile), err)
 	}
-	return e.apply(ctx, r, false, false)
+	// The routes were current when they were written, at the latest.
+	seen := time.Time{}
+	if fi, err := os.Stat(filepath.Join(e.cfg.StateDir, routesFile)); err == nil {
+		seen = fi.ModTime()
+	}
+	return e.apply(ctx, r, seen, false, false)
 }
 
 // saveState writes the routes and removes kept manifests they no longer need.

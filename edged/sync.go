@@ -64,13 +64,24 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // syncOnce polls once and applies what changed.
 func (e *Edge) syncOnce(ctx context.Context) error {
 	r, err := e.poll(ctx)
+	switch {
+	case err == nil || errors.Is(err, errNotModified):
+		e.feed.ok(time.Now())
+	case ctx.Err() == nil:
+		e.feed.failed(err)
+	}
+	t := e.table.Load()
+	if t != nil && (errors.Is(err, errNotModified) || err == nil && r.Version == t.version) {
+		// Still current: a flip missed later can only be later than now.
+		for _, s := range t.sites {
+			s.routes.confirmed.Store(time.Now().UnixNano())
+		}
+		return errNotModified
+	}
 	if err != nil {
 		return err
 	}
-	if r.Version == e.Version() && e.table.Load() != nil {
-		return errNotModified
-	}
-	return e.apply(ctx, r, true, true)
+	return e.apply(ctx, r, time.Now(), true, true)
 }
 
 // poll fetches the routes feed: at once when no routes are loaded, else as a long poll
@@ -106,10 +117,11 @@ func (e *Edge) poll(ctx context.Context) (*api.Routes, error) {
 }
 
 // apply makes r the served routes: it loads every manifest r needs, builds the new
-// path maps (reusing unchanged ones), pre-warms the index files of new active releases
-// when warm is set, keeps r on disk when save is set, and only then swaps the table.
-// On error nothing changes.
-func (e *Edge) apply(ctx context.Context, r *api.Routes, save, warm bool) error {
+// path maps (reusing unchanged ones, carrying dates from the previous ones), pre-warms
+// the index files of new active releases when warm is set, keeps r and the new maps'
+// dates on disk when save is set, and only then swaps the table. seen is when r was
+// known to be current. On error nothing changes.
+func (e *Edge) apply(ctx context.Context, r *api.Routes, seen time.Time, save, warm bool) error {
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
 	now := time.Now()
@@ -144,16 +156,24 @@ func (e *Edge) apply(ctx context.Context, r *api.Routes, save, warm bool) error 
 	}
 	next := &table{version: r.Version, hosts: map[string]*site{}}
 	var fresh []*release
+	rebuilt := map[string]*routeMap{}
+	var repos []string
 	for _, fs := range r.Sites {
 		if fs.Active == nil || len(fs.Hostnames) == 0 {
 			continue
 		}
+		repos = append(repos, fs.Repository)
 		rm := old[fs.Repository]
 		if rm == nil || rm.key != routesKey(fs, now) {
-			rm = buildRoutes(fs, e.releases, now)
+			rm = buildRoutes(fs, e.releases, now, e.previousDates(rm, fs.Repository))
 			fresh = append(fresh, e.releases[fs.Active.Manifest])
+			rebuilt[fs.Repository] = rm
 		}
 		s := &site{repository: fs.Repository, name: fs.Hostnames[0], active: *fs.Active, routes: rm}
+		var err error
+		if s.extra, err = keyringRoutes(fs.Repository, fs.Keys); err != nil {
+			e.logger.Warn("a public key of the routes feed is not served", "err", err)
+		}
 		next.sites = append(next.sites, s)
 		for _, h := range fs.Hostnames {
 			next.hosts[h] = s
@@ -169,8 +189,28 @@ func (e *Edge) apply(ctx context.Context, r *api.Routes, save, warm bool) error 
 			e.logger.Warn("routes could not be kept on disk; serving them anyway", "err", err)
 		}
 	}
+	var seenNano int64 // zero time: never confirmed
+	if !seen.IsZero() {
+		seenNano = seen.UnixNano()
+	}
+	for _, s := range next.sites {
+		s.routes.confirmed.Store(seenNano)
+	}
 	e.table.Store(next)
 	e.m.setRoutes(next)
+	if save && e.cfg.StateDir != "" {
+		// After the swap: dates are checked against each path's digest when read back,
+		// so they need not be on disk before the routes that use them, and a large
+		// repository's dates must not delay its flip.
+		for repo, rm := range rebuilt {
+			if err := saveDates(e.cfg.StateDir, repo, rm, now); err != nil {
+				e.logger.Warn("dates could not be kept on disk; serving them anyway", "err", err)
+			}
+		}
+		if err := pruneDates(e.cfg.StateDir, repos); err != nil {
+			e.logger.Warn("dates of repositories no longer routed could not be removed", "err", err)
+		}
+	}
 	for sum := range e.releases {
 		if !needed[sum] {
 			delete(e.releases, sum)
@@ -178,6 +218,22 @@ func (e *Edge) apply(ctx context.Context, r *api.Routes, save, warm bool) error 
 	}
 	e.logger.Info("routes applied", "version", r.Version, "sites", len(next.sites), "new_releases", len(fresh))
 	return nil
+}
+
+// previousDates is where a repository's new routing map carries its dates from: its
+// previous map, or failing that the dates kept on disk.
+func (e *Edge) previousDates(old *routeMap, repo string) *dateSource {
+	if old != nil {
+		return datesOf(old)
+	}
+	if e.cfg.StateDir == "" {
+		return nil
+	}
+	d, err := loadDates(e.cfg.StateDir, repo)
+	if err != nil {
+		e.logger.Warn("kept dates are not used; paths are dated from the activation", "err", err)
+	}
+	return d
 }
 
 // need loads (if not yet loaded) the manifest of a release and checks it is the

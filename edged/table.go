@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/armor-apt/armor/controld/api"
@@ -24,13 +25,22 @@ type site struct {
 	name       string // first hostname, the site label in metrics
 	active     api.RouteActive
 	routes     *routeMap
+	// extra holds the paths served from the edge's memory, outside the release: the
+	// repository's keyrings (keyringRoutes). The release's own paths win.
+	extra map[string]*route
 }
 
 // routeMap maps tree paths to objects for one (active, retained) combination. It is
 // shared by consecutive tables while that combination does not change.
 type routeMap struct {
-	key   string
-	paths map[string]*route
+	key         string
+	paths       map[string]*route
+	dirs        map[string]*dirIndex // the active release's directories, "" the root
+	activeID    string
+	activatedAt time.Time
+	// confirmed is when the feed last showed these routes current (unix nanoseconds):
+	// how far back a flip could have been missed (see dates.go).
+	confirmed atomic.Int64
 }
 
 // route is everything the handler needs to answer for one path, precomputed so the hot
@@ -39,8 +49,9 @@ type route struct {
 	sum     string // hex SHA-256: the store key
 	key     string // cacheKey(sum): the cache key
 	size    int64
-	until   int64 // unix nanoseconds after which a retained-only route is gone; 0: never
-	modTime int64 // unix seconds of Last-Modified; 0: none
+	body    []byte // the bytes themselves, for a route not served from the store
+	until   int64  // unix nanoseconds after which a retained-only route is gone; 0: never
+	modTime int64  // unix seconds of Last-Modified; 0: none
 	// settled is the unix second from which Last-Modified may be sent and
 	// If-Modified-Since honoured: 0 for immutable paths, else two seconds after the
 	// activation (see lastModifiedAt).
@@ -100,16 +111,19 @@ func routesKey(s api.Site, now time.Time) string {
 
 // buildRoutes makes the path map of a site: every path of the active release, then the
 // by-hash/ and pool/ paths of unexpired retained releases not already served (feed
-// order: the first listed wins). releases must hold every manifest named.
-func buildRoutes(s api.Site, releases map[string]*release, now time.Time) *routeMap {
+// order: the first listed wins). releases must hold every manifest named. Dates are
+// carried from prev (nil: none) as dates.go explains.
+func buildRoutes(s api.Site, releases map[string]*release, now time.Time, prev *dateSource) *routeMap {
 	act := releases[s.Active.Manifest]
 	type shared struct {
 		etag []byte
 		key  string
 	}
 	bySum := map[string]shared{} // one ETag and cache key per object, shared by its paths
-	rm := &routeMap{key: routesKey(s, now), paths: make(map[string]*route, len(act.m.Files)+len(act.m.Packages))}
-	add := func(rel *release, modTime time.Time, until int64, onlyImmutable bool) {
+	rm := &routeMap{key: routesKey(s, now), paths: make(map[string]*route, len(act.m.Files)+len(act.m.Packages)),
+		activeID: s.Active.ID, activatedAt: s.Active.ActivatedAt}
+	dates := newDater(s, releases, now, prev)
+	add := func(rel *release, def time.Time, until int64, onlyImmutable bool) {
 		types := siblingTypes(rel.m)
 		for p, o := range rel.m.Paths() {
 			if _, ok := rm.paths[p]; ok || (onlyImmutable && !immutablePath(p)) {
@@ -125,23 +139,80 @@ func buildRoutes(s api.Site, releases map[string]*release, now time.Time) *route
 			if immutablePath(p) {
 				r.cacheControl = ccImmutable
 			}
-			if !modTime.IsZero() {
-				r.modTime = modTime.Unix()
-				r.lastModified = []byte(modTime.UTC().Format(http.TimeFormat))
-				if !immutablePath(p) {
-					r.settled = r.modTime + settleSeconds
-				}
+			if r.modTime, r.lastModified = dates.of(p, o.SHA256, def); r.modTime != 0 && !immutablePath(p) {
+				r.settled = r.modTime + settleSeconds
 			}
 			rm.paths[p] = r
 		}
 	}
 	add(act, s.Active.ActivatedAt, 0, false)
+	rm.dirs = buildDirs(rm.paths)
 	for _, r := range s.Retained {
 		if rel := releases[r.Manifest]; rel != nil && r.Until.After(now) {
 			add(rel, rel.date, r.Until.UnixNano(), true)
 		}
 	}
 	return rm
+}
+
+// dater dates the paths of one new routing map (see dates.go).
+type dater struct {
+	prev     *dateSource
+	carry    bool // dates of paths that can change may be carried
+	retained []retainedPaths
+	formats  map[int64][]byte // Last-Modified values, shared by the paths of one date
+}
+
+type retainedPaths struct {
+	paths       map[string]manifest.Object
+	deactivated int64 // unix seconds
+}
+
+func newDater(s api.Site, releases map[string]*release, now time.Time, prev *dateSource) *dater {
+	d := &dater{prev: prev, carry: prev.carriesChanging(s, now), formats: map[int64][]byte{}}
+	for _, x := range s.Retained {
+		rel := releases[x.Manifest]
+		if rel == nil || !x.Until.After(now) {
+			continue
+		}
+		off := x.DeactivatedAt
+		if off.IsZero() {
+			off = s.Active.ActivatedAt // no later than the activation that deactivated it
+		}
+		d.retained = append(d.retained, retainedPaths{paths: rel.m.Paths(), deactivated: off.Unix()})
+	}
+	return d
+}
+
+// of returns the date of path p holding object sum, def (the activation, or a retained
+// release's build date) when none is carried, and its Last-Modified value.
+func (d *dater) of(p, sum string, def time.Time) (int64, []byte) {
+	var t int64
+	if !def.IsZero() {
+		t = def.Unix()
+	}
+	immutable := immutablePath(p)
+	if d.prev != nil && (immutable || d.carry) {
+		if pd, ok := d.prev.get(p); ok && pd.Sum == sum {
+			t = pd.Date
+		}
+	}
+	if !immutable {
+		for _, x := range d.retained {
+			if o, ok := x.paths[p]; !ok || o.SHA256 != sum {
+				t = max(t, x.deactivated)
+			}
+		}
+	}
+	if t == 0 {
+		return 0, nil
+	}
+	lm, ok := d.formats[t]
+	if !ok {
+		lm = []byte(time.Unix(t, 0).UTC().Format(http.TimeFormat))
+		d.formats[t] = lm
+	}
+	return t, lm
 }
 
 // typeIndex gives by-hash paths (which have no extension) the content type of the

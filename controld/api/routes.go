@@ -27,7 +27,9 @@ import (
 //	    "repository": "demo", "hostnames": ["apt.example.test"],
 //	    "active": {"id": "<release id>", "manifest": "<sha256 of the manifest object>",
 //	               "activated_at": "RFC3339"},      (null: the site is not served)
-//	    "retained": [{"id": "...", "manifest": "<sha256>", "until": "RFC3339"}]}]}
+//	    "retained": [{"id": "...", "manifest": "<sha256>", "until": "RFC3339",
+//	                  "deactivated_at": "RFC3339"}],
+//	    "keys": ["<armored public key>", ...]}]}   (the repository's registered keys)
 //
 // Both ends of the long poll are here: controld's handler reads a request with
 // RoutesWait and RoutesUnchanged and labels its answer with RoutesETag; a reader (the
@@ -49,6 +51,9 @@ type Site struct {
 	Hostnames  []string     `json:"hostnames"`
 	Active     *RouteActive `json:"active"` // nil: the site is not served
 	Retained   []Retained   `json:"retained"`
+	// Keys are the repository's registered public keys, armored, in the order they
+	// were added: edges serve them as /<repository>-archive-keyring.gpg and .asc.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // RouteActive is a site's active release.

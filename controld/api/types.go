@@ -163,6 +163,10 @@ type Retained struct {
 	ID       string    `json:"id"`
 	Manifest string    `json:"manifest"`
 	Until    time.Time `json:"until"`
+	// DeactivatedAt is when the release last stopped being active (Until less the
+	// retention window). Edges use it to date their paths safely (zero from a controld
+	// that does not send it).
+	DeactivatedAt time.Time `json:"deactivated_at,omitzero"`
 }
 
 // Status is a repository's state at a glance (GET /v1/repos/{repo}/status).

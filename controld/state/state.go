@@ -181,7 +181,8 @@ type Snapshot struct {
 // means the store itself failed.
 //
 // The routes version starts at 1 and grows by one with every change an edge must see:
-// a repository created, hostnames added, a retention change, a flip, a BumpVersion.
+// a repository created, hostnames added, a key added or removed (edges serve the keys),
+// a retention change, a flip, a BumpVersion.
 type Store interface {
 	Deleter // deleting releases: gc.go
 	// CreateRepository adds a repository (ErrExists if the name is taken) and claims

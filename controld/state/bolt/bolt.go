@@ -288,7 +288,7 @@ func (s *Store) AddKey(ctx context.Context, repo string, key state.Key) (state.R
 	return s.modifyRepo(ctx, repo, func(_ *bbolt.Tx, r *state.Repository) (bool, error) {
 		r.Keys = slices.DeleteFunc(r.Keys, func(k state.Key) bool { return k.Fingerprint == key.Fingerprint })
 		r.Keys = append(r.Keys, key)
-		return false, nil
+		return true, nil
 	})
 }
 
@@ -300,7 +300,7 @@ func (s *Store) RemoveKey(ctx context.Context, repo, fingerprint string) (state.
 		if len(r.Keys) == n {
 			return false, fmt.Errorf("repository %s: key %s: %w", repo, fingerprint, state.ErrNotFound)
 		}
-		return false, nil
+		return true, nil
 	})
 }
 
