@@ -270,6 +270,7 @@ func genOptions(cfg *config.File) (gen.Options, error) {
 			Suite: s.Suite, Codename: s.Codename, Description: s.Description,
 			Components: s.Components, Architectures: s.Architectures, Inputs: s.Inputs,
 			AllowEmpty: s.AllowEmpty, Sync: s.Sync, KeepVersions: s.KeepVersions,
+			NotAutomatic: s.NotAutomatic, ButAutomaticUpgrades: s.ButAutomaticUpgrades,
 		}
 		share, err := s.RemovalShare()
 		if err != nil {

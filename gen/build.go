@@ -101,6 +101,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return abort(err)
 	}
 	files := append(idx.files, rel.files...)
+	files = append(files, suiteAliases(&o, files)...)
 	slices.SortFunc(files, func(x, y manifest.File) int { return strings.Compare(x.Path, y.Path) })
 	stats.IndexesWritten, stats.SuitesSigned = idx.written, rel.signed
 
@@ -135,6 +136,11 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	// the commit succeeded: it names what the new release no longer lists.
 	cacheData := make(chan []byte, 1)
 	go func() { cacheData <- nextStatCache(&o, par.m, m, ins, icache) }()
+	if err := linkAliases(&o); err != nil {
+		<-cacheData
+		tw.Abort()
+		return nil, err
+	}
 	// While the files move into place the tree holds neither release.
 	writeTreeMarker(&o, "")
 	if err := tw.Commit(); err != nil {

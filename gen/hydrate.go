@@ -40,8 +40,8 @@ func hydrate(ctx context.Context, o *Options, prev *manifest.Manifest) error {
 	trusted := readTreeMarker(o) == prev.ID
 	var todo []manifest.File
 	for _, f := range prev.Files {
-		if !strings.HasPrefix(f.Path, "dists/") {
-			continue
+		if !strings.HasPrefix(f.Path, "dists/") || isAlias(o, f.Path) {
+			continue // a suite name's files are its codename's, through a link
 		}
 		if inTree(o.TreeDir, f) && (trusted || fileHas(filepath.Join(o.TreeDir, filepath.FromSlash(f.Path)), f.SHA256)) {
 			continue

@@ -36,6 +36,8 @@ type Suite struct {
 	// KeepVersions, when positive, keeps only the newest KeepVersions versions of each
 	// package (per component and architecture); older ones are removed.
 	KeepVersions int
+	// NotAutomatic and ButAutomaticUpgrades go into Release (a backports-style suite).
+	NotAutomatic, ButAutomaticUpgrades bool
 }
 
 // Options is everything one build needs. Build reads no configuration file and no

@@ -44,7 +44,8 @@ func signRelease(o *Options, s Suite, idx suiteIndexes, prevFiles map[string]man
 		Origin: o.Origin, Label: o.Label, Suite: s.Suite, Codename: s.Codename,
 		Description: s.Description, Date: o.Date,
 		Architectures: s.Architectures, Components: s.Components,
-		SignedBy: []string{o.Key.Fingerprint()},
+		SignedBy:     []string{o.Key.Fingerprint()},
+		NotAutomatic: s.NotAutomatic, ButAutomaticUpgrades: s.ButAutomaticUpgrades,
 	}
 	if h.Description == "" {
 		h.Description = o.Description

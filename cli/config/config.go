@@ -64,6 +64,9 @@ type Suite struct {
 	MaxRemovals string `toml:"max_removals,omitempty"`
 	// KeepVersions, when positive, keeps only the newest N versions of each package.
 	KeepVersions int `toml:"keep_versions,omitempty"`
+	// NotAutomatic and ButAutomaticUpgrades go into Release, for a backports-style suite.
+	NotAutomatic         bool `toml:"not_automatic,omitempty"`
+	ButAutomaticUpgrades bool `toml:"but_automatic_upgrades,omitempty"`
 }
 
 // RemovalShare returns MaxRemovals as a share from 0 to 1; 0 when unset.
@@ -237,6 +240,15 @@ func (f *File) validate() error {
 		codenames[s.Codename] = true
 		if !nameRE.MatchString(s.Suite) {
 			return fmt.Errorf("%s: suite %q: use lowercase letters, digits, '.', '_' or '-'", where, s.Suite)
+		}
+		// dists/<suite> is published too: it must name this suite only.
+		for j, o := range f.Suites {
+			if j != i && (o.Codename == s.Suite || (o.Suite == s.Suite && j < i)) {
+				return fmt.Errorf("%s: suite %q is also the name of suite %d (%s): each name publishes dists/<name>/", where, s.Suite, j+1, o.Codename)
+			}
+		}
+		if s.ButAutomaticUpgrades && !s.NotAutomatic {
+			return fmt.Errorf("%s: but_automatic_upgrades needs not_automatic = true", where)
 		}
 		if len(s.Components) == 0 {
 			return fmt.Errorf("%s: components is empty", where)

@@ -117,6 +117,31 @@ func TestParseRejects(t *testing.T) {
 			want: []string{"armor.toml:", "bool"},
 		},
 		{
+			name: "a suite name is another suite's codename",
+			data: edit(t, `suite = "stable"`, `suite = "trixie"`),
+			want: []string{"suite 1 (bookworm)", `suite "trixie" is also the name of suite 2 (trixie)`},
+		},
+		{
+			name: "but_automatic_upgrades alone",
+			data: edit(t, `valid_for = "7d"`, "valid_for = \"7d\"\nbut_automatic_upgrades = true"),
+			want: []string{"suite 1 (bookworm)", "needs not_automatic"},
+		},
+		{
+			name: "max_removals without sync",
+			data: edit(t, `valid_for = "7d"`, "valid_for = \"7d\"\nmax_removals = \"20%\""),
+			want: []string{"suite 1 (bookworm)", "max_removals applies only to a suite with sync = true"},
+		},
+		{
+			name: "max_removals is a percentage",
+			data: edit(t, `valid_for = "7d"`, "valid_for = \"7d\"\nsync = true\nmax_removals = \"0.1\""),
+			want: []string{"suite 1 (bookworm)", `max_removals "0.1"`},
+		},
+		{
+			name: "keep_versions is positive",
+			data: edit(t, `valid_for = "7d"`, "valid_for = \"7d\"\nkeep_versions = -1"),
+			want: []string{"suite 1 (bookworm)", "keep_versions -1"},
+		},
+		{
 			name: "unknown section",
 			data: good + "\n[stores]\nremote = \"x\"\n",
 			want: []string{"unknown key", "| [stores]"},

@@ -21,6 +21,10 @@ type Header struct {
 	ValidUntil                                  time.Time // zero: no Valid-Until field
 	Architectures, Components                   []string
 	SignedBy                                    []string // key fingerprints
+	// NotAutomatic makes apt install from the suite only when asked (pin priority 1),
+	// as for experimental or backports; ButAutomaticUpgrades (with NotAutomatic) lets
+	// packages installed from it be upgraded from it (pin priority 100).
+	NotAutomatic, ButAutomaticUpgrades bool
 }
 
 // dateLayout is how Debian archives write Date and Valid-Until:
@@ -54,6 +58,12 @@ func Make(h Header, files map[string]Digests) []byte {
 	field("Date", FormatDate(h.Date))
 	if !h.ValidUntil.IsZero() {
 		field("Valid-Until", FormatDate(h.ValidUntil))
+	}
+	if h.NotAutomatic {
+		field("NotAutomatic", "yes")
+		if h.ButAutomaticUpgrades {
+			field("ButAutomaticUpgrades", "yes")
+		}
 	}
 	field("Acquire-By-Hash", "yes")
 	field("Signed-By", strings.Join(h.SignedBy, ", "))

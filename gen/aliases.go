@@ -1,0 +1,93 @@
+package gen
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/armor-apt/armor/manifest"
+)
+
+// Debian's archive answers both dists/<codename>/ and dists/<suite>/ (dists/stable is a
+// symbolic link to dists/bookworm), and users' sources name either. A suite whose Suite
+// differs from its Codename is published under both: the manifest lists every file of
+// dists/<codename>/ again under dists/<suite>/ (the same objects, so the store holds
+// them once and an edge serves both paths), and the tree has dists/<suite> as a relative
+// symbolic link to <codename>, as a static mirror expects.
+
+// suiteAliases returns the manifest entries of every suite's files under its suite name.
+func suiteAliases(o *Options, files []manifest.File) []manifest.File {
+	var out []manifest.File
+	for _, s := range o.Suites {
+		if s.Suite == s.Codename {
+			continue
+		}
+		from, to := "dists/"+s.Codename+"/", "dists/"+s.Suite+"/"
+		for _, f := range files {
+			if rest, ok := strings.CutPrefix(f.Path, from); ok {
+				out = append(out, manifest.File{Path: to + rest, Size: f.Size, SHA256: f.SHA256})
+			}
+		}
+	}
+	return out
+}
+
+// aliasDirs returns the dists/<suite>/ prefixes that are aliases of a codename.
+func aliasDirs(o *Options) []string {
+	var out []string
+	for _, s := range o.Suites {
+		if s.Suite != s.Codename {
+			out = append(out, "dists/"+s.Suite+"/")
+		}
+	}
+	return out
+}
+
+// isAlias reports whether a tree path lies under a suite-name alias.
+func isAlias(o *Options, p string) bool {
+	for _, d := range aliasDirs(o) {
+		if strings.HasPrefix(p, d) {
+			return true
+		}
+	}
+	return false
+}
+
+// linkAliases makes dists/<suite> a symbolic link to <codename> for every suite whose
+// names differ. An existing link to the codename is kept; a link elsewhere is replaced
+// atomically; anything else there is an error naming it.
+func linkAliases(o *Options) error {
+	for _, s := range o.Suites {
+		if s.Suite == s.Codename {
+			continue
+		}
+		p := filepath.Join(o.TreeDir, "dists", s.Suite)
+		target, err := os.Readlink(p)
+		switch {
+		case err == nil && target == s.Codename:
+			continue
+		case err == nil, errors.Is(err, fs.ErrNotExist):
+		default:
+			if st, serr := os.Lstat(p); serr == nil && st.Mode()&fs.ModeSymlink == 0 {
+				return fmt.Errorf("%s: the suite name %s of %s must be a symbolic link to %s, but it is not one: remove it", p, s.Suite, s.Codename, s.Codename)
+			}
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		tmp := p + ".armor-link"
+		os.Remove(tmp)
+		if err := os.Symlink(s.Codename, tmp); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, p); err != nil {
+			os.Remove(tmp)
+			return err
+		}
+	}
+	return nil
+}
