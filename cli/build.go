@@ -159,6 +159,12 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	opts.Verify, opts.Resign, opts.Progress = o.Verify, o.Resign, o.Progress
 	opts.Add, opts.Remove, opts.Copy, opts.AllowRemovals = o.Add, o.Remove, o.Copy, o.AllowRemovals
 	opts.Reference = o.Reference
+	opts.Commit = func(encoded []byte) error {
+		if err := atomicfile.WriteFile(manifestPath, encoded, 0o644); err != nil {
+			return fmt.Errorf("write the manifest (the tree was put back as it was): %w", err)
+		}
+		return nil
+	}
 	res, err := gen.Build(ctx, opts)
 	if errors.Is(err, gen.ErrTooManyRemovals) {
 		return nil, fmt.Errorf("%w; nothing was written", err)
@@ -172,11 +178,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 			return nil, err
 		}
 	}
-	if !res.UpToDate {
-		if err := atomicfile.WriteFile(manifestPath, res.Encoded, 0o644); err != nil {
-			return nil, err
-		}
-	}
+
 	out := &buildResult{
 		Manifest: manifestPath, Tree: opts.TreeDir, UpToDate: res.UpToDate,
 		Stats: res.Stats, Elapsed: time.Since(start).Seconds(), m: res.Manifest,

@@ -146,8 +146,21 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err := tw.Commit(); err != nil {
 		<-cacheData
 		tw.Abort()
+		par.markTree(&o)
 		return nil, err
 	}
+	// The manifest names the tree now in place; if it cannot be written, the tree goes
+	// back to the parent's.
+	if o.Commit != nil {
+		if err := o.Commit(encoded); err != nil {
+			tw.Rollback()
+			<-cacheData
+			tw.Abort()
+			par.markTree(&o)
+			return nil, err
+		}
+	}
+	tw.Done()
 	writeTreeMarker(&o, m.ID)
 	writeUnrecorded(&o, m)
 	writeStatCache(&o, <-cacheData)

@@ -350,3 +350,49 @@ func TestUnrecordedParent(t *testing.T) {
 		t.Errorf("a release built on the recorded third names %s, want %s", fourth.Parent, third.ID)
 	}
 }
+
+// TestFailedCommitLeavesTree: a build that fails once files are moving into place (a
+// rename refused), or whose manifest cannot be written after they are, leaves the tree
+// exactly as the parent had it: no new index under the old InRelease.
+func TestFailedCommitLeavesTree(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		inject func(t *testing.T, r *repo)
+	}{
+		{"rename refused", func(t *testing.T, r *repo) {
+			// Release cannot be replaced: a directory stands in its place.
+			p := r.tree("dists/stable/Release")
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			writeFile(t, filepath.Join(p, "obstacle"), []byte("x"))
+		}},
+		{"manifest not written", func(t *testing.T, r *repo) {
+			r.Opts.Commit = func([]byte) error { return errors.New("disk full") }
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRepo(t, repoConfig{Real: true, Synth: 4})
+			parent := r.mustBuild().Manifest
+			if err := gen.Recorded(r.Opts.CacheDir, parent.ID); err != nil {
+				t.Fatal(err)
+			}
+			tc.inject(t, r)
+			writeOne(t, r.in("new"), "newpkg", "1.0", "amd64", "")
+			before := snapshot(t, r.Opts.TreeDir)
+			if _, err := r.build(); err == nil {
+				t.Fatal("the build succeeded")
+			}
+			if d := diffSnapshots(before, snapshot(t, r.Opts.TreeDir)); len(d) > 0 {
+				t.Errorf("the failed build changed the tree: %v", d)
+			}
+			// The next build, with the fault gone, builds on the parent as usual.
+			r.Opts.Commit = nil
+			os.RemoveAll(r.tree("dists/stable/Release"))
+			res := r.mustBuild()
+			if res.Manifest.Parent != parent.ID || res.Stats.Added != 1 {
+				t.Errorf("after the failure: parent %s, stats %+v; want parent %s, 1 added", res.Manifest.Parent, res.Stats, parent.ID)
+			}
+		})
+	}
+}

@@ -83,6 +83,11 @@ type Options struct {
 	Resign bool        // re-sign every Release even when nothing changed (refreshes Date and Valid-Until)
 
 	Progress func(Progress) // may be nil; called from several goroutines
+
+	// Commit, when set, writes the manifest file (its encoding is given) once the tree is
+	// in place. If it fails, Build puts the tree back as the parent had it and returns
+	// the error: the tree and the manifest change together or not at all.
+	Commit func(encoded []byte) error
 }
 
 // Progress reports how far a build is.

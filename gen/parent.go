@@ -22,6 +22,13 @@ type parent struct {
 	fetchErr error
 }
 
+// markTree records that the tree holds the parent again, after a commit was undone.
+func (p *parent) markTree(o *Options) {
+	if p.m != nil {
+		writeTreeMarker(o, p.m.ID)
+	}
+}
+
 // explain adds to an error of a build that lacked something of the parent why the
 // parent's files could not be fetched, if they could not.
 func (p *parent) explain(err error) error {

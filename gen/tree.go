@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -40,12 +41,20 @@ type treeWriter struct {
 
 	mu      sync.Mutex // guards what follows: CopyFile runs from several goroutines
 	staged  []staged
+	undo    []undo // the renames of Commit, to put back if the commit fails
 	dirs    map[string]string  // a target directory → the directory its files are staged in
 	mounts  map[mountID]string // every mount written to → a directory on it, for syncfs
 	written int64
 }
 
 type staged struct{ tmp, final string }
+
+// undo is one rename of a commit: the file it replaced (linked aside as backup) or, when
+// backup is "", none.
+type undo struct {
+	final, backup string
+	kept          bool // final was there before, with the same content: leave it
+}
 
 const tmpPrefix = atomicfile.TempPrefix
 
@@ -224,6 +233,32 @@ func (w *treeWriter) Commit() error {
 	}
 	sort.SliceStable(w.staged, func(i, j int) bool { return rank(w.staged[i].final) < rank(w.staged[j].final) })
 	for _, s := range w.staged {
+		// Indexes and Release files replace files of the previous release under the same
+		// names: each is kept aside (a hard link) until Done, so that a commit that fails
+		// here, or a manifest that cannot be written after it, puts the tree back as it
+		// was. Pool and by-hash files are named by their content and only ever added.
+		u := undo{final: s.final}
+		if rank(s.final) == 1 {
+			// A by-hash name is its content: one in place already stays as it is.
+			old, err1 := os.Lstat(s.final)
+			nu, err2 := os.Lstat(s.tmp)
+			if err1 == nil && err2 == nil && old.Mode().IsRegular() && old.Size() == nu.Size() {
+				os.Remove(s.tmp)
+				continue
+			}
+		}
+		if rank(s.final) >= 2 {
+			b := s.tmp + ".prev"
+			switch err := os.Link(s.final, b); {
+			case err == nil:
+				u.backup = b
+			case !errors.Is(err, fs.ErrNotExist):
+				w.Rollback()
+				return fmt.Errorf("keep %s aside while the tree changes: %w", s.final, err)
+			}
+		}
+		_, statErr := os.Lstat(s.final)
+		existed := statErr == nil
 		err := os.Rename(s.tmp, s.final)
 		if errors.Is(err, unix.EXDEV) {
 			// A directory that looked like the tree's mount and is not one for rename (a
@@ -231,9 +266,19 @@ func (w *treeWriter) Commit() error {
 			// id): the file goes over by a copy beside its target.
 			err = moveAcross(s.tmp, s.final)
 		}
+		if err == nil && u.backup == "" && rank(s.final) == 0 {
+			// A pool file that was there already (the same bytes: a pool path is one
+			// file) is not taken away by a rollback.
+			u.kept = existed
+		}
 		if err != nil {
+			if u.backup != "" {
+				os.Remove(u.backup)
+			}
+			w.Rollback()
 			return fmt.Errorf("rename into place %s: %w", s.final, err)
 		}
+		w.undo = append(w.undo, u)
 	}
 	// One more syncfs makes the renames durable: it flushes the directories' metadata
 	// together, where an fsync per directory costs a journal commit each (10,000 new
@@ -242,10 +287,36 @@ func (w *treeWriter) Commit() error {
 		return err
 	}
 	w.staged = nil
-	// Empty now. Should removing it fail, the tree is complete all the same, and the next
-	// build removes it.
-	os.Remove(w.staging)
 	return nil
+}
+
+// Rollback puts back, newest first, the files a Commit replaced, and removes those it
+// added under names that were free.
+func (w *treeWriter) Rollback() {
+	for i := len(w.undo) - 1; i >= 0; i-- {
+		u := w.undo[i]
+		switch {
+		case u.backup != "":
+			os.Rename(u.backup, u.final)
+		case !u.kept:
+			os.Remove(u.final)
+		}
+	}
+	w.undo = nil
+	syncTree(w.root)
+}
+
+// Done drops what Rollback would need: the commit stands. It removes the staging
+// directory; should that fail, the tree is complete all the same, and the next build
+// removes it.
+func (w *treeWriter) Done() {
+	for _, u := range w.undo {
+		if u.backup != "" {
+			os.Remove(u.backup)
+		}
+	}
+	w.undo = nil
+	os.RemoveAll(w.staging)
 }
 
 // rank orders the renames of a commit so that whatever a file names is in place before

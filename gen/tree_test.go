@@ -76,6 +76,7 @@ func TestCommitWhereRenameFails(t *testing.T) {
 	if err := w.Commit(); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
+	w.Done()
 	for rel, want := range files {
 		got, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(rel)))
 		if err != nil || string(got) != want {
