@@ -21,6 +21,8 @@ type PushCmd struct {
 	Jobs       int  `help:"Objects checked and uploaded at once." default:"8"`
 	Rebase     bool `help:"If the release it was built on is no longer active, apply its change again on the active release (re-signing here), and push that."`
 	Force      bool `help:"Activate the release even if it, or a release it is built on, was rolled back: re-activate it knowingly."`
+	Repair     bool `help:"First check every object of the release in the store (as armor store check does) and upload again, from the local tree, each one it lacks or holds damaged."`
+	ReadData   bool `name:"read-data" help:"With --repair, also rehash the store's objects, not only their sizes."`
 }
 
 // Help is push's detailed help: when it activates, and what its exit status says.
@@ -42,6 +44,11 @@ func (c *PushCmd) Run(g *Globals) error {
 	o := pushOptions{
 		Activate: !c.NoActivate, Force: c.Force, DryRun: c.DryRun, Jobs: c.Jobs, StoreOnly: c.StoreOnly,
 		Controld: c.ControldFlags, Progress: g.stderr,
+	}
+	if c.Repair {
+		if err := repair(g, c.Jobs, c.ReadData); err != nil {
+			return err
+		}
 	}
 	res, err := runPush(g.ctx, g.Config, o)
 	var stale *publish.StaleParentError
@@ -248,4 +255,31 @@ func printPush(g *Globals, r *pushResult) error {
 		fmt.Fprintf(w, "  %s\n", r.Note)
 	}
 	return nil
+}
+
+// repair mends the store's copy of the local release before a push (push --repair).
+func repair(g *Globals, jobs int, readData bool) error {
+	cfg, err := config.Load(g.Config)
+	if err != nil {
+		return err
+	}
+	s, err := publish.OpenStore(g.ctx, cfg.Remote())
+	if errors.Is(err, publish.ErrNoStore) {
+		return noStoreError(cfg)
+	}
+	if err != nil {
+		return err
+	}
+	r, err := publish.Repair(g.ctx, publish.RepairOptions{
+		Store: s, Manifest: cfg.Resolve(cfg.Output.Manifest), Tree: cfg.Resolve(cfg.Output.Tree),
+		Cache: cfg.Resolve(cfg.Output.Cache), ReadData: readData, Jobs: jobs,
+	})
+	if r != nil && !g.JSON {
+		fmt.Fprintf(g.stderr, "repair: %d object(s) checked in %s; %d uploaded again, %d not in the local tree either\n",
+			r.Check.Objects, r.Check.Store, len(r.Repaired), len(r.Unrepairable))
+		for _, p := range r.Unrepairable {
+			fmt.Fprintf(g.stderr, "  %s\n", problemLine(p))
+		}
+	}
+	return err
 }

@@ -201,4 +201,12 @@ func TestStoreCheckLocalManifest(t *testing.T) {
 	assertLines(t, "damaged", r.stdout,
 		fmt.Sprintf("missing %s, %d bytes, used by %s in %s", gone.SHA256, gone.Size, gone.Path, id),
 		fmt.Sprintf("size_mismatch (the store holds %d bytes) %s, %d bytes, used by %s in %s", len(data), bad.SHA256, bad.Size, bad.Path, id))
+
+	// push --repair uploads both again from the local tree; the check is then clean.
+	r = armor(t, "-c", p.cfg, "push", "--store-only", "--repair")
+	if r.code != 0 || !strings.Contains(r.stderr, "2 uploaded again, 0 not in the local tree either") {
+		t.Fatalf("push --repair: %s", r)
+	}
+	out = armorOK(t, "-c", p.cfg, "store", "check", "--read-data", "--manifest", p.manifestPath())
+	assertContains(t, "repaired", out, "0 problem(s)")
 }
