@@ -1,19 +1,15 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/armor-apt/armor/internal/testkit/benchkit"
 	"github.com/armor-apt/armor/internal/testkit/controldtest"
 	"github.com/armor-apt/armor/internal/testkit/s3test"
 	"github.com/armor-apt/armor/internal/testkit/synth"
@@ -55,7 +51,7 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	data = []byte(strings.Replace(string(data), `main = ["debs/*.deb"]`, fmt.Sprintf(`main = ["debs/*.deb", %q]`, filepath.Join(coldBenchDebs(b, n), "*.deb")), 1))
+	data = []byte(strings.Replace(string(data), `main = ["debs/*.deb"]`, fmt.Sprintf(`main = ["debs/*.deb", %q]`, filepath.Join(benchkit.Debs(b, "..", n), "*.deb")), 1))
 	// The workstation's debs/ is empty: its packages are elsewhere.
 	data = []byte(strings.Replace(string(data), "[suite.inputs]", "allow_empty = true\n\n[suite.inputs]", 1))
 	if err := os.WriteFile(cfg, data, 0o644); err != nil {
@@ -100,15 +96,11 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 		}
 		rcfg := filepath.Join(runner, testConfigName)
 		// The runner's armor.toml names the checkout's inputs only.
-		rdata := strings.Replace(string(data), fmt.Sprintf(`, %q]`, filepath.Join(coldBenchDebs(b, n), "*.deb")), "]", 1)
+		rdata := strings.Replace(string(data), fmt.Sprintf(`, %q]`, filepath.Join(benchkit.Debs(b, "..", n), "*.deb")), "]", 1)
 		if err := os.WriteFile(rcfg, []byte(rdata), 0o644); err != nil {
 			b.Fatal(err)
 		}
-		runtime.GC()
-		debug.FreeOSMemory()
-		if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
-			b.Fatal(err)
-		}
+		benchkit.ResetPeak(b)
 		b.StartTimer()
 		t0 := time.Now()
 		res, err := runBuild(context.Background(), rcfg, buildOptions{})
@@ -120,7 +112,7 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 		}
 		wall += time.Since(t0)
 		b.StopTimer()
-		peak = max(peak, procStatusMiB(b, "VmHWM"))
+		peak = max(peak, benchkit.MiB(b, "VmHWM"))
 		if res.Stats.Packages != n+1+i {
 			b.Fatalf("run %d: %d packages, want %d", i, res.Stats.Packages, n+1+i)
 		}
@@ -130,46 +122,4 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 	}
 	b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "build+push-ms")
 	b.ReportMetric(peak, "peak-MiB")
-}
-
-// coldBenchDebs is a directory of n synthetic packages, made once and kept in the
-// temporary directory across runs (as gen's benchmarks do).
-func coldBenchDebs(b *testing.B, n int) string {
-	b.Helper()
-	dir := filepath.Join(os.TempDir(), "armor-bench-"+strconv.Itoa(n))
-	if _, err := os.Stat(dir); err == nil {
-		return dir
-	}
-	tmp := dir + ".partial"
-	os.RemoveAll(tmp)
-	cmd := exec.Command("go", "run", "./cmd/synth", "-n", strconv.Itoa(n), "-o", tmp)
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("generate %d packages: %v\n%s", n, err, out)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		b.Fatal(err)
-	}
-	return dir
-}
-
-// procStatusMiB reads a field of /proc/self/status in MiB.
-func procStatusMiB(b *testing.B, field string) float64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb / 1024
-		}
-	}
-	b.Fatalf("no %s in /proc/self/status", field)
-	return 0
 }

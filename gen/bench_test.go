@@ -24,7 +24,6 @@ package gen_test
 // BenchmarkReadHash10k, which only reads and hashes every .deb.
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -32,47 +31,22 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/internal/atomicfile"
+	"github.com/armor-apt/armor/internal/testkit/benchkit"
 	"github.com/armor-apt/armor/manifest"
 	"golang.org/x/sync/errgroup"
 )
 
-// benchDebs returns a directory of n synthetic packages (seed 1), generating it by a
-// subprocess the first time. The directory appears complete or not at all.
-func benchDebs(b *testing.B, n int) string {
-	b.Helper()
-	dir := filepath.Join(os.TempDir(), "armor-bench-"+strconv.Itoa(n))
-	if _, err := os.Stat(dir); err == nil {
-		return dir
-	}
-	tmp := dir + ".partial"
-	if err := os.RemoveAll(tmp); err != nil {
-		b.Fatal(err)
-	}
-	start := time.Now()
-	cmd := exec.Command("go", "run", "./cmd/synth", "-n", strconv.Itoa(n), "-o", tmp)
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("generate %d packages: %v\n%s", n, err, out)
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("generated %d packages in %s in %s", n, dir, time.Since(start).Round(time.Second))
-	return dir
-}
+// benchDebs returns a directory of n synthetic packages (seed 1), made once.
+func benchDebs(b *testing.B, n int) string { return benchkit.Debs(b, "..", n) }
 
 // benchDirs are removed after the benchmarks run (see TestMain).
 var (
@@ -211,38 +185,9 @@ func preparedRepo(b *testing.B, n int) *benchRepo {
 	return r
 }
 
-// rss reads a field (VmHWM, VmRSS) of /proc/self/status in MiB.
-func rss(b *testing.B, field string) float64 {
-	b.Helper()
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb / 1024
-		}
-	}
-	b.Fatalf("no %s in /proc/self/status", field)
-	return 0
-}
+func rss(b *testing.B, field string) float64 { return benchkit.MiB(b, field) }
 
-// resetPeak returns memory to the OS and resets VmHWM to the current resident set, so
-// that the next reading of VmHWM is the peak of what runs in between.
-func resetPeak(b *testing.B) {
-	b.Helper()
-	runtime.GC()
-	debug.FreeOSMemory()
-	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
-		b.Fatalf("reset peak RSS (needs Linux ≥ 4.0): %v", err)
-	}
-}
+func resetPeak(b *testing.B) { benchkit.ResetPeak(b) }
 
 // meter accumulates an operation's metrics over b.N runs.
 type meter struct {
