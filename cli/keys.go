@@ -24,6 +24,7 @@ type KeyCmd struct {
 	Import   KeyImportCmd   `cmd:"" help:"Import a secret key exported from gpg (gpg --export-secret-keys --armor)."`
 	Export   KeyExportCmd   `cmd:"" help:"Export the public key, armored (.asc) and as a binary keyring (.gpg)."`
 	List     KeyListCmd     `cmd:"" help:"List the secret keys in a key directory."`
+	Package  KeyPackageCmd  `cmd:"" help:"Build <name>-archive-keyring_<version>_all.deb: the published keyring and a .sources file, for apt users."`
 }
 
 // passphrase returns the passphrase the key commands that take no armor.toml use to
