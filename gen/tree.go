@@ -41,7 +41,7 @@ type treeWriter struct {
 
 	mu      sync.Mutex // guards what follows: CopyFile runs from several goroutines
 	staged  []staged
-	undo    []undo // the renames of Commit, to put back if the commit fails
+	undo    []undo             // the renames of Commit, to put back if the commit fails
 	dirs    map[string]string  // a target directory → the directory its files are staged in
 	mounts  map[mountID]string // every mount written to → a directory on it, for syncfs
 	written int64
