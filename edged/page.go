@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/valyala/fasthttp"
@@ -325,12 +327,20 @@ func (ps *pageSite) views() []keyView {
 }
 
 // pageQuery returns the request's search query, its words joined by single spaces.
+// Bytes that are not UTF-8 and control characters become U+FFFD.
 func pageQuery(ctx *fasthttp.RequestCtx) (string, *httpError) {
 	q := ctx.QueryArgs().Peek("q")
 	if len(q) > pageMaxQuery {
 		return "", errQueryTooLong
 	}
-	return strings.Join(strings.Fields(string(q)), " "), nil
+	// What is echoed must be valid UTF-8 without control characters, as the page is.
+	clean := strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return utf8.RuneError
+		}
+		return r
+	}, strings.ToValidUTF8(string(q), "\uFFFD"))
+	return strings.Join(strings.Fields(clean), " "), nil
 }
 
 // matchPackages returns the packages every word of query is part of (case-insensitive,

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/manifest"
 )
@@ -324,4 +326,43 @@ func TestHumanSize(t *testing.T) {
 			t.Errorf("humanSize(%d) = %q; want %q", c.n, got, c.want)
 		}
 	}
+}
+
+// FuzzPage: whatever the query string and Host header, the page renders well-formed
+// (everything escaped), the query is bounded, and the authority it names holds only
+// the characters of a hostname, an IPv6 literal and a port.
+func FuzzPage(f *testing.F) {
+	for _, c := range [][2]string{
+		{"q=hello", "apt.example.test"}, {"q=%3Cb%3E&q=x", "APT.example.test:8080"}, {"q=a+b+%22c%27", "[::1]:443"},
+		{"q=" + strings.Repeat("x", pageMaxQuery+1), "127.0.0.1:0"}, {"q=%ff%fe", "bücher.example:99999"}, {"", ":80"},
+	} {
+		f.Add(c[0], c[1])
+	}
+	tree := aptTree("demo", 1)
+	tree[`pool/main/x/<b>&"x"/<i>'_1_amd64.deb`] = []byte("odd")
+	r := makeRelease(f, newTestStore(), "demo", "2026-11-20T10:00:00Z", tree)
+	fs := feedSite("demo", []string{hostA}, r)
+	now := time.Now()
+	rm := buildRoutes(fs, map[string]*release{r.sum: {sum: r.sum, m: r.m}}, now, nil)
+	s := &site{repository: "demo", name: hostA, active: *fs.Active, routes: rm, page: newPageSite(nil, nil, now)}
+	f.Fuzz(func(t *testing.T, rawQuery, rawHost string) {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.SetRequestURI("/?" + rawQuery)
+		query, herr := pageQuery(&ctx)
+		if herr != nil {
+			if len(ctx.QueryArgs().Peek("q")) <= pageMaxQuery {
+				t.Fatalf("query %q refused: %s", rawQuery, herr.body)
+			}
+			return
+		}
+		h, err := appendHost(nil, []byte(rawHost))
+		if err != nil {
+			return
+		}
+		scheme, authority := pageAuthority(&ctx, h, []byte(rawHost))
+		if scheme != "http" || strings.Trim(authority, "abcdefghijklmnopqrstuvwxyz0123456789.-:[]") != "" {
+			t.Fatalf("Host %q gives %s://%s", rawHost, scheme, authority)
+		}
+		wellFormed(t, renderPage(s, scheme+"://"+authority+"/", authority, query))
+	})
 }
