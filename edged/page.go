@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -67,8 +68,9 @@ var errQueryTooLong = &httpError{status: 400, body: []byte("search query longer 
 type pageSite struct {
 	// since is the unix second from which the site's keys have been served by this
 	// edge (see the validators above).
-	since int64
-	keys  []string
+	since  int64
+	keys   []string
+	routes *routeMap
 
 	keysOnce sync.Once
 	keyViews []keyView
@@ -77,13 +79,19 @@ type pageSite struct {
 	rendered map[string]*route // plain page by "scheme://host/": body in the object cache
 }
 
-// newPageSite makes the page state of a site with keys. prev is the same repository's
-// page state in the previous table (nil: none); its date carries over while the keys are
-// the same.
-func newPageSite(keys []string, prev *pageSite, now time.Time) *pageSite {
-	ps := &pageSite{since: now.Unix(), keys: keys, rendered: map[string]*route{}}
+// newPageSite makes the page state of a site with keys and routing map rm. prev is the
+// same repository's page state in the previous table (nil: none); its date carries over
+// while the keys are the same, and its rendered pages too while the routing map is also
+// the same (the page then is too), so a feed change elsewhere renders nothing again.
+func newPageSite(keys []string, rm *routeMap, prev *pageSite, now time.Time) *pageSite {
+	ps := &pageSite{since: now.Unix(), keys: keys, routes: rm, rendered: map[string]*route{}}
 	if prev != nil && slices.Equal(prev.keys, keys) {
 		ps.since = prev.since
+		if prev.routes == rm {
+			prev.mu.Lock()
+			maps.Copy(ps.rendered, prev.rendered)
+			prev.mu.Unlock()
+		}
 	}
 	return ps
 }

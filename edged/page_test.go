@@ -196,11 +196,15 @@ func TestPageKeys(t *testing.T) {
 			t.Fatalf("Last-Modified %q after the key changed at %s", lm, changed.UTC().Format(http.TimeFormat))
 		}
 	}
-	// The same keys in the next feed version keep the date.
-	first := e.table.Load().sites[0].page.since
+	// The same keys and release in the next feed version keep the date and the page.
+	first := e.table.Load().sites[0].page
 	e.waitVersion(t, ctl.set(site))
-	if got := e.table.Load().sites[0].page.since; got != first {
-		t.Fatalf("page date moved from %d to %d with the keys unchanged", first, got)
+	next := e.table.Load().sites[0].page
+	if next.since != first.since {
+		t.Fatalf("page date moved from %d to %d with the keys unchanged", first.since, next.since)
+	}
+	if len(next.rendered) != 1 || next.rendered["http://apt.example.test/"] != first.rendered["http://apt.example.test/"] {
+		t.Fatalf("the rendered page was not carried to the next feed version: %v, then %v", first.rendered, next.rendered)
 	}
 }
 
@@ -344,7 +348,7 @@ func FuzzPage(f *testing.F) {
 	fs := feedSite("demo", []string{hostA}, r)
 	now := time.Now()
 	rm := buildRoutes(fs, map[string]*release{r.sum: {sum: r.sum, m: r.m}}, now, nil)
-	s := &site{repository: "demo", name: hostA, active: *fs.Active, routes: rm, page: newPageSite(nil, nil, now)}
+	s := &site{repository: "demo", name: hostA, active: *fs.Active, routes: rm, page: newPageSite(nil, rm, nil, now)}
 	f.Fuzz(func(t *testing.T, rawQuery, rawHost string) {
 		var ctx fasthttp.RequestCtx
 		ctx.Request.SetRequestURI("/?" + rawQuery)

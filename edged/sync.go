@@ -172,7 +172,7 @@ func (e *Edge) apply(ctx context.Context, r *api.Routes, seen time.Time, save, w
 			rebuilt[fs.Repository] = rm
 		}
 		s := &site{repository: fs.Repository, name: fs.Hostnames[0], active: *fs.Active, routes: rm,
-			page: newPageSite(fs.Keys, oldPages[fs.Repository], now)}
+			page: newPageSite(fs.Keys, rm, oldPages[fs.Repository], now)}
 		var err error
 		if s.extra, err = keyringRoutes(fs.Repository, fs.Keys); err != nil {
 			e.logger.Warn("a public key of the routes feed is not served", "err", err)
