@@ -382,7 +382,7 @@ func matchPackages(pkgs []pkgView, query string) ([]pkgView, int) {
 // pageAuthority is the scheme, the host and any port of the request as the page
 // names them in URLs: the normalised hostname (an IPv6 literal in brackets) and the
 // Host header's port unless it is the scheme's default.
-func pageAuthority(ctx *fasthttp.RequestCtx, host []byte, rawHost []byte) (scheme, authority string) {
+func pageAuthority(ctx *fasthttp.RequestCtx, host, rawHost []byte) (scheme, authority string) {
 	scheme = "http"
 	if ctx.IsTLS() {
 		scheme = "https"
@@ -497,13 +497,14 @@ func (s *site) pageRoute(body []byte) *route {
 }
 
 // servePage answers "/" of site s with the repository page; host is the request's
-// normalised hostname.
-func (e *Edge) servePage(ctx *fasthttp.RequestCtx, s *site, host []byte) (int, int64, *httpError) {
+// normalised hostname, rawHost the host as the request gave it (Host header or
+// absolute-form target).
+func (e *Edge) servePage(ctx *fasthttp.RequestCtx, s *site, host, rawHost []byte) (int, int64, *httpError) {
 	query, herr := pageQuery(ctx)
 	if herr != nil {
 		return 0, 0, herr
 	}
-	scheme, authority := pageAuthority(ctx, host, ctx.Request.Header.Host())
+	scheme, authority := pageAuthority(ctx, host, rawHost)
 	base := scheme + "://" + authority + "/"
 	var r *route
 	var body []byte

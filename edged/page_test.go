@@ -158,6 +158,11 @@ func TestPage(t *testing.T) {
 		wantContains(t, "page for Host "+c.host, b, c.want)
 	}
 
+	// Through a proxy (absolute-form), the target's host and port are the page's.
+	resp, b = raw(t, e.addr, "GET http://apt.example.test:8081/ HTTP/1.1\r\nHost: apt.example.test:9999\r\nConnection: close\r\n\r\n")
+	wantStatus(t, "page through a proxy", resp, b, 200)
+	wantContains(t, "page through a proxy", b, "URIs: http://apt.example.test:8081/\n")
+
 	resp, b = get(t, e.addr, "GET", hostA, "/", "Accept", "application/json")
 	wantStatus(t, "JSON root listing", resp, b, 200)
 	var entries []listingEntry
