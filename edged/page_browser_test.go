@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/armor-apt/armor/internal/testkit/apttest"
+	"github.com/armor-apt/armor/manifest"
 )
 
 // chromium runs headless Chromium (Debian's package) with args, JavaScript off, in a
@@ -104,7 +105,8 @@ func readDOM(t *testing.T, dom []byte) domPage {
 func TestPageInChromium(t *testing.T) {
 	need(t, "curl")
 	tree := signedAptRepo(t)
-	e, _, _ := pageEdge(t, tree, readKey(t, "rsa.pub.asc"))
+	cas := newTestStore()
+	e, _, _ := pageEdgeServing(t, cas, debRelease(t, cas, tree), readKey(t, "rsa.pub.asc"))
 	base := "http://" + e.addr + "/"
 
 	raw, body := get(t, e.addr, "GET", "127.0.0.1", "/")
@@ -118,7 +120,8 @@ func TestPageInChromium(t *testing.T) {
 		"Types: deb\nURIs: " + base + "\nSuites: stable\nComponents: main\nSigned-By: /usr/share/keyrings/demo-archive-keyring.gpg\n",
 		"sudo curl -fsSL -o /usr/share/keyrings/demo-archive-keyring.gpg " + base + "demo-archive-keyring.gpg",
 		rsaFingerprint,
-		"natpmpc_20150609-7.1+b2_amd64",
+		"natpmpc20150609-7.1+b2amd64stable/main",
+		"natpmp-utils20150609-7.1allstable/main",
 		"Active release",
 		"4 packages.",
 	} {
@@ -157,8 +160,8 @@ func TestPageInChromium(t *testing.T) {
 
 	// The search form, submitted as a browser does (a GET with q), filters the list.
 	found := readDOM(t, chromium(t, "--dump-dom", base+"?q=natpmpc"))
-	if !strings.Contains(found.text, "1 of 4 packages matches") || !strings.Contains(found.text, "natpmpc_") ||
-		strings.Contains(found.text, "libnatpmp1_") {
+	if !strings.Contains(found.text, "1 of 4 packages matches") || !strings.Contains(found.text, "natpmpc20150609") ||
+		strings.Contains(found.text, "libnatpmp1") {
 		t.Fatalf("search for natpmpc shows:\n%s", found.text)
 	}
 
@@ -219,4 +222,32 @@ func checkScreenshot(t *testing.T, path string, w, h int) {
 	if light < total/2 || dark < total/200 {
 		t.Fatalf("screenshot looks blank or broken: %d light and %d dark pixels of %d", light, dark, total)
 	}
+}
+
+// debRelease is makeRelease with each pool file's package named as its file name says
+// (name_version_architecture.deb), as armor build would record it.
+func debRelease(t *testing.T, cas *testStore, tree map[string][]byte) *rel {
+	t.Helper()
+	m := &manifest.Manifest{Schema: manifest.SchemaVersion, Repository: "demo", Date: "2026-11-20T10:00:00Z"}
+	for p, data := range tree {
+		sum := cas.put(t, data)
+		if !strings.HasPrefix(p, "pool/") {
+			m.Files = append(m.Files, manifest.File{Path: p, Size: int64(len(data)), SHA256: sum})
+			continue
+		}
+		f := strings.Split(strings.TrimSuffix(filepath.Base(p), ".deb"), "_")
+		if len(f) != 3 {
+			t.Fatalf("pool file %s is not name_version_arch.deb", p)
+		}
+		m.Packages = append(m.Packages, manifest.Package{Suite: "stable", Component: "main", Name: f[0], Version: f[1],
+			Architecture: f[2], Path: p, Size: int64(len(data)), SHA256: sum})
+	}
+	if err := manifest.Seal(m); err != nil {
+		t.Fatalf("seal manifest: %v", err)
+	}
+	b, err := manifest.Marshal(m)
+	if err != nil {
+		t.Fatalf("marshal manifest: %v", err)
+	}
+	return &rel{m: m, sum: cas.put(t, b), files: tree}
 }

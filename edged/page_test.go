@@ -34,8 +34,13 @@ func readKey(t testing.TB, name string) string {
 func pageEdge(t *testing.T, tree map[string][]byte, keys ...string) (*testEdge, api.Site, *fakeControld) {
 	t.Helper()
 	cas := newTestStore()
+	return pageEdgeServing(t, cas, makeRelease(t, cas, "demo", "2026-11-20T10:00:00Z", tree), keys...)
+}
+
+// pageEdgeServing is pageEdge for a release already in cas.
+func pageEdgeServing(t *testing.T, cas *testStore, r *rel, keys ...string) (*testEdge, api.Site, *fakeControld) {
+	t.Helper()
 	ctl := newFakeControld(t)
-	r := makeRelease(t, cas, "demo", "2026-11-20T10:00:00Z", tree)
 	site := feedSite("demo", []string{hostA, "127.0.0.1"}, r)
 	site.Keys = keys
 	v := ctl.set(site)
