@@ -235,15 +235,19 @@ func derivePage(m *manifest.Manifest) *pageRelease {
 		})
 	}
 	slices.SortFunc(pr.packages, func(a, b pkgView) int {
-		for _, c := range [...]int{
-			strings.Compare(a.Name, b.Name), strings.Compare(a.Suite, b.Suite), strings.Compare(a.Component, b.Component),
-			strings.Compare(a.Version, b.Version), strings.Compare(a.Architecture, b.Architecture), strings.Compare(a.Href, b.Href),
-		} {
-			if c != 0 {
-				return c
-			}
+		switch {
+		case a.Name != b.Name:
+			return strings.Compare(a.Name, b.Name)
+		case a.Suite != b.Suite:
+			return strings.Compare(a.Suite, b.Suite)
+		case a.Component != b.Component:
+			return strings.Compare(a.Component, b.Component)
+		case a.Version != b.Version:
+			return strings.Compare(a.Version, b.Version)
+		case a.Architecture != b.Architecture:
+			return strings.Compare(a.Architecture, b.Architecture)
 		}
-		return 0
+		return strings.Compare(a.Href, b.Href)
 	})
 	return pr
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -378,5 +379,56 @@ func FuzzPage(f *testing.F) {
 			t.Fatalf("Host %q gives %s://%s", rawHost, scheme, authority)
 		}
 		wellFormed(t, renderPage(s, scheme+"://"+authority+"/", authority, query))
+	})
+}
+
+// TestPageBound: a list longer than pageMaxRows shows its first pageMaxRows rows and
+// says so; the count is of every match.
+func TestPageBound(t *testing.T) {
+	m := &manifest.Manifest{Date: "2026-11-20T10:00:00Z", Files: []manifest.File{{Path: "dists/stable/main/binary-amd64/Packages"}}}
+	for i := range pageMaxRows + 500 {
+		name := fmt.Sprintf("pkg%05d", i)
+		m.Packages = append(m.Packages, manifest.Package{Suite: "stable", Component: "main", Name: name, Version: "1",
+			Architecture: "amd64", Path: "pool/main/p/" + name + "/" + name + "_1_amd64.deb", Size: 1})
+	}
+	rm := &routeMap{release: m, dirs: map[string]*dirIndex{}}
+	s := &site{repository: "demo", active: api.RouteActive{ID: "x", ActivatedAt: time.Unix(1e9, 0)}, routes: rm}
+	body := renderPage(s, "http://apt.example.test/", "apt.example.test", "")
+	wellFormed(t, body)
+	if n := bytes.Count(body, []byte("<tr><td><a href=")); n != pageMaxRows {
+		t.Errorf("%d rows; want %d", n, pageMaxRows)
+	}
+	wantContains(t, "bounded page", body, fmt.Sprintf("%d packages.", pageMaxRows+500),
+		fmt.Sprintf("The first %d are listed: search to narrow the list.", pageMaxRows), "pkg00999_1_amd64.deb")
+	body = renderPage(s, "http://apt.example.test/", "apt.example.test", "pkg010")
+	if n := bytes.Count(body, []byte("<tr><td><a href=")); n != 100 || bytes.Contains(body, []byte("search to narrow")) {
+		t.Errorf("search for pkg010 lists %d rows; want 100, without the note", n)
+	}
+}
+
+// BenchmarkPage: deriving and rendering the page of a release of 100,000 packages
+// (once per release), then a search over them (each query request).
+func BenchmarkPage(b *testing.B) {
+	m := &manifest.Manifest{Date: "2026-11-20T10:00:00Z", Files: []manifest.File{{Path: "dists/stable/main/binary-amd64/Packages"}}}
+	for i := range 100000 {
+		name := fmt.Sprintf("package-%06d", i)
+		m.Packages = append(m.Packages, manifest.Package{Suite: "stable", Component: "main", Name: name, Version: "1.0-1",
+			Architecture: "amd64", Path: "pool/main/p/" + name + "/" + name + "_1.0-1_amd64.deb", Size: 12345})
+	}
+	site := func() *site {
+		return &site{repository: "demo", active: api.RouteActive{ID: "x", ActivatedAt: time.Unix(1e9, 0)},
+			routes: &routeMap{release: m, dirs: map[string]*dirIndex{}}}
+	}
+	b.Run("first", func(b *testing.B) {
+		for b.Loop() {
+			renderPage(site(), "http://apt.example.test/", "apt.example.test", "")
+		}
+	})
+	s := site()
+	renderPage(s, "http://apt.example.test/", "apt.example.test", "")
+	b.Run("search", func(b *testing.B) {
+		for b.Loop() {
+			renderPage(s, "http://apt.example.test/", "apt.example.test", "package-0999")
+		}
 	})
 }
