@@ -21,14 +21,15 @@ import (
 )
 
 // chromium runs headless Chromium (Debian's package) with args, JavaScript off, in a
-// throwaway profile, and returns its standard output.
+// throwaway profile, and returns its standard output. --no-sandbox lets it run as root
+// (as in a CI container), --disable-dev-shm-usage with a small /dev/shm.
 func chromium(t *testing.T, args ...string) []byte {
 	t.Helper()
 	need(t, "chromium")
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-javascript", "--no-first-run",
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-javascript", "--no-first-run",
 		"--user-data-dir=" + filepath.Join(dir, "profile"), "--no-proxy-server"}
 	cmd := exec.CommandContext(ctx, "chromium", append(base, args...)...)
 	cmd.Env = append(os.Environ(), "HOME="+dir)
