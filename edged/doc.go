@@ -32,9 +32,15 @@
 //     merge_slashes does (debmirror asks for "//dists/..." of a repository at a
 //     hostname's root); it must then name a file or a directory of the site's release:
 //     ".", ".." and encoded '/' are 400; unknown paths 404.
-//   - A directory of the active release (the root included, "/dists/stable/") answers
-//     its listing, like nginx's autoindex: HTML with each entry's name, date and size,
-//     or nginx's JSON with Accept: application/json; the root also lists the keyrings.
+//   - "/" answers the repository page (page.go): how to add the repository (the
+//     deb822 .sources entry for the request's scheme and host, with Signed-By, and the
+//     curl command for the key), the keys' fingerprints, suites, components and
+//     architectures, the active release and its activation, and the packages linking
+//     to their .debs, searchable with /?q= (no JavaScript). It is rendered from the
+//     manifest and the feed's keys, kept in the object cache by its SHA-256 (the ETag).
+//   - Every other directory of the active release ("/dists/stable/") answers its
+//     listing, like nginx's autoindex: HTML with each entry's name, date and size, or
+//     nginx's JSON with Accept: application/json (the root's too, with the keyrings).
 //     Asked without its trailing slash, it redirects there (301), as nginx does. The
 //     directory tree is built once per routing map, not per request; retained
 //     releases' paths are served but not listed, so `wget -m -np` mirrors exactly the

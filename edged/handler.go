@@ -133,6 +133,9 @@ func (e *Edge) serve(ctx *fasthttp.RequestCtx) (int, int64, *httpError) {
 	}
 	if r == nil || (r.until != 0 && ctx.Time().UnixNano() >= r.until) {
 		if d := s.routes.dirs[string(p)]; d != nil && r == nil {
+			if len(p) == 0 && dir && !bytes.Contains(req.PeekCanonical(hAccept), mimeJSON) {
+				return e.servePage(ctx, s, h, host)
+			}
 			status, n := serveDir(ctx, s, p, d, dir)
 			return status, n, nil
 		}

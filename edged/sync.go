@@ -149,9 +149,11 @@ func (e *Edge) apply(ctx context.Context, r *api.Routes, seen time.Time, save, w
 		}
 	}
 	old := map[string]*routeMap{}
+	oldPages := map[string]*pageSite{}
 	if t := e.table.Load(); t != nil {
 		for _, s := range t.sites {
 			old[s.repository] = s.routes
+			oldPages[s.repository] = s.page
 		}
 	}
 	next := &table{version: r.Version, hosts: map[string]*site{}}
@@ -169,7 +171,8 @@ func (e *Edge) apply(ctx context.Context, r *api.Routes, seen time.Time, save, w
 			fresh = append(fresh, e.releases[fs.Active.Manifest])
 			rebuilt[fs.Repository] = rm
 		}
-		s := &site{repository: fs.Repository, name: fs.Hostnames[0], active: *fs.Active, routes: rm}
+		s := &site{repository: fs.Repository, name: fs.Hostnames[0], active: *fs.Active, routes: rm,
+			page: newPageSite(fs.Keys, rm, oldPages[fs.Repository], now)}
 		var err error
 		if s.extra, err = keyringRoutes(fs.Repository, fs.Keys); err != nil {
 			e.logger.Warn("a public key of the routes feed is not served", "err", err)

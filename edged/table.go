@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +29,7 @@ type site struct {
 	// extra holds the paths served from the edge's memory, outside the release: the
 	// repository's keyrings (keyringRoutes). The release's own paths win.
 	extra map[string]*route
+	page  *pageSite // the repository page's state (page.go)
 }
 
 // routeMap maps tree paths to objects for one (active, retained) combination. It is
@@ -38,6 +40,9 @@ type routeMap struct {
 	dirs        map[string]*dirIndex // the active release's directories, "" the root
 	activeID    string
 	activatedAt time.Time
+	release     *manifest.Manifest // the active release's manifest, for the page
+	pageOnce    sync.Once
+	page        *pageRelease // what the page shows of the release: pageData
 	// confirmed is when the feed last showed these routes current (unix nanoseconds):
 	// how far back a flip could have been missed (see dates.go).
 	confirmed atomic.Int64
@@ -121,7 +126,7 @@ func buildRoutes(s api.Site, releases map[string]*release, now time.Time, prev *
 	}
 	bySum := map[string]shared{} // one ETag and cache key per object, shared by its paths
 	rm := &routeMap{key: routesKey(s, now), paths: make(map[string]*route, len(act.m.Files)+len(act.m.Packages)),
-		activeID: s.Active.ID, activatedAt: s.Active.ActivatedAt}
+		activeID: s.Active.ID, activatedAt: s.Active.ActivatedAt, release: act.m}
 	dates := newDater(s, releases, now, prev)
 	add := func(rel *release, def time.Time, until int64, onlyImmutable bool) {
 		types := siblingTypes(rel.m)

@@ -33,10 +33,13 @@ type Source struct {
 // Options configure a throwaway apt.
 type Options struct {
 	Sources []Source
-	Arch    string   // APT::Architecture and APT::Architectures; default "amd64"
-	Proxy   string   // Acquire::http::Proxy, e.g. "http://127.0.0.1:PORT"
-	ByHash  string   // Acquire::By-Hash value; "" leaves apt's default
-	Extra   []string // extra -o options ("Name=value"), applied last so they override
+	// SourcesText, when set, is written as the deb822 sources file instead of Sources:
+	// an entry exactly as a person would paste it (a repository page's, say).
+	SourcesText string
+	Arch        string   // APT::Architecture and APT::Architectures; default "amd64"
+	Proxy       string   // Acquire::http::Proxy, e.g. "http://127.0.0.1:PORT"
+	ByHash      string   // Acquire::By-Hash value; "" leaves apt's default
+	Extra       []string // extra -o options ("Name=value"), applied last so they override
 }
 
 // Apt is a throwaway apt configuration rooted at Root.
@@ -117,8 +120,19 @@ func New(t testing.TB, o Options) *Apt {
 	writeFile(t, confPath, conf.String())
 	a.env = append(os.Environ(), "APT_CONFIG="+confPath, "LC_ALL=C", "DEBIAN_FRONTEND=noninteractive")
 
+	src, trusted := o.SourcesText, strings.Contains(o.SourcesText, "Trusted: yes")
+	if src == "" {
+		src, trusted = deb822(o.Sources)
+	}
+	a.trusted = trusted
+	writeFile(t, filepath.Join(root, "etc/sources.list.d/test.sources"), src)
+	return a
+}
+
+// deb822 writes sources as deb822 entries; trusted reports one marked Trusted: yes.
+func deb822(sources []Source) (text string, trusted bool) {
 	var src strings.Builder
-	for i, s := range o.Sources {
+	for i, s := range sources {
 		if i > 0 {
 			src.WriteString("\n")
 		}
@@ -131,13 +145,12 @@ func New(t testing.TB, o Options) *Apt {
 		}
 		if s.SignedBy == "" {
 			src.WriteString("Trusted: yes\n")
-			a.trusted = true
+			trusted = true
 		} else {
 			fmt.Fprintf(&src, "Signed-By: %s\n", s.SignedBy)
 		}
 	}
-	writeFile(t, filepath.Join(root, "etc/sources.list.d/test.sources"), src.String())
-	return a
+	return src.String(), trusted
 }
 
 func mkdir(t testing.TB, dir string) {

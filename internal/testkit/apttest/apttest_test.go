@@ -95,6 +95,7 @@ func TestApt(t *testing.T) {
 			Sources: []Source{{URI: "http://apt.example.test/", Suites: []string{"test"}, Components: []string{"main"}, Arch: "amd64"}},
 			Proxy:   url,
 		}},
+		{"sources text", Options{SourcesText: "Types: deb\nURIs: " + url + "\nSuites: test\nComponents: main\nTrusted: yes\n"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
