@@ -49,7 +49,7 @@ func (c *InitCmd) Run(g *Globals) error {
 	fmt.Fprintf(g.stdout, `wrote %s
 signing key %s
   secret key: %s (git ignores .armor/: it never leaves this machine)
-  public key: %s (armored), %s (keyring for /etc/apt/keyrings and Signed-By)
+  public key: %s (armored), %s (keyring for /usr/share/keyrings and Signed-By)
 put .deb files under %s, then run: armor build && armor push
 `, res.Config, res.Fingerprint, res.SecretKey, res.PublicKey, res.Keyring, res.Inputs)
 	return nil
