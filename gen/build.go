@@ -167,5 +167,5 @@ func newManifest(o *Options, parent *manifest.Manifest, pkgs []manifest.Package)
 // written, and the same repository, packages and files.
 func upToDate(o *Options, parent *manifest.Manifest, pkgs []manifest.Package, files []manifest.File, wrote bool) bool {
 	return parent != nil && !wrote && parent.Repository == o.Repository &&
-		slices.Equal(parent.Packages, pkgs) && slices.Equal(parent.Files, files)
+		manifest.EqualPackages(parent.Packages, pkgs) && slices.Equal(parent.Files, files)
 }

@@ -233,7 +233,7 @@ func Replay(parent, built *manifest.Manifest) (added []manifest.Package, removed
 			added = append(added, cur[j])
 			j++
 		default:
-			if old[i] != cur[j] {
+			if !old[i].Equal(&cur[j]) {
 				added = append(added, cur[j])
 			}
 			i++

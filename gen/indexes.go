@@ -134,7 +134,7 @@ var variants = []string{"", ".gz", ".xz"}
 // reusableIndex returns the manifest entries of an index whose package list did not
 // change and whose files the tree and the previous Release still vouch for.
 func reusableIndex(o *Options, prevFiles map[string]manifest.File, prevSums map[string]release.Digests, dist, rel string, members, old []*manifest.Package) ([]manifest.File, bool) {
-	if prevSums == nil || o.Verify || !slices.EqualFunc(members, old, func(a, b *manifest.Package) bool { return *a == *b }) {
+	if prevSums == nil || o.Verify || !slices.EqualFunc(members, old, func(a, b *manifest.Package) bool { return a.Equal(b) }) {
 		return nil, false
 	}
 	var keep []manifest.File
