@@ -46,6 +46,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := completeSources(&inPkgs, par.m, ins); err != nil {
+		return nil, err
+	}
 	if err := checkUnmatched(&o, groups, par.m == nil); err != nil {
 		return nil, err
 	}

@@ -82,6 +82,10 @@ func writeIndexes(ctx context.Context, o *Options, par *parent, pkgs []manifest.
 				done++
 				o.progress("index", done, total)
 			}
+			key := indexKey{s.Codename, comp, "source"}
+			if err := writeSourcesIndex(o, par, s, comp, members[key], prevMembers[key], prevSums, ins, icache, tw, &si, &out); err != nil {
+				return out, err
+			}
 		}
 		out.suites = append(out.suites, si)
 	}
@@ -191,7 +195,7 @@ func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins 
 	var prev *oldIndex
 	out := make([][]byte, 0, len(members))
 	for _, p := range members {
-		if in := ins.fresh[p.SHA256]; in != nil {
+		if in := ins.fresh[p.SHA256]; in != nil && in.pkg != nil {
 			out = append(out, in.pkg.Stanza(p.Path))
 			continue
 		}
