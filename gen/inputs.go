@@ -313,6 +313,9 @@ func readInputs(ctx context.Context, files []inputFile, cache *statCache, verify
 			if err != nil {
 				return err
 			}
+			if t, _ := pkg.Value("Package-Type"); t == "udeb" && packageExt(in.Path) != ".udeb" {
+				return fmt.Errorf("%s: field Package-Type: an installer package (udeb) must be named .udeb, so that it is listed only in the debian-installer index: rename the file", in.Path)
+			}
 			if pkg.Size != in.Size {
 				return fmt.Errorf("%s: changed while being read", in.Path)
 			}

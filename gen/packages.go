@@ -157,5 +157,9 @@ func poolPath(component string, in *input) string {
 	if in.Architecture == "source" {
 		return sourcePoolPath(component, in.Name, in.Version)
 	}
-	return pool.Path(component, in.Source, pool.Filename(in.Name, in.Version, in.Architecture))
+	name := pool.Filename(in.Name, in.Version, in.Architecture)
+	if ext := packageExt(in.Path); ext != ".deb" {
+		name = strings.TrimSuffix(name, ".deb") + ext
+	}
+	return pool.Path(component, in.Source, name)
 }

@@ -111,11 +111,35 @@ func completeSources(pkgs *packageList, parent *manifest.Manifest, ins *inputSet
 // packages or had a Sources index in the parent, reusing the parent's when its package
 // list did not change. It adds what it made to si and out, as writeIndexes does for
 // Packages indexes.
-func writeSourcesIndex(o *Options, par *parent, s Suite, comp string, members, old []*manifest.Package, prevSums map[string]release.Digests,
+func writeSourcesIndex(o *Options, par *parent, s Suite, comp string, members, old []*manifest.Package, prevSums map[string]release.Digests, want bool,
 	ins *inputSet, icache *index.Cache, tw *treeWriter, si *suiteIndexes, out *indexesMade) error {
 	dist := "dists/" + s.Codename + "/"
 	rel := comp + "/source/Sources"
-	if _, had := par.files[dist+rel]; len(members) == 0 && !had {
+	return writeOptionalIndex(o, par, dist, rel, members, old, prevSums, want, icache, tw, si, out, func() ([][]byte, error) {
+		return sourceStanzas(o.TreeDir, dist+rel, members, ins, par)
+	})
+}
+
+// optionalIndexes reports whether a suite has source packages and installer packages:
+// then every component has a Sources index, and every component and architecture an
+// installer index, so a mirror asking for all of them finds them, empty or not.
+func optionalIndexes(suite string, members map[indexKey][]*manifest.Package) (sources, installer bool) {
+	for k, v := range members {
+		if k.suite == suite && len(v) > 0 {
+			sources = sources || k.arch == "source"
+			installer = installer || strings.HasSuffix(k.component, installerDir)
+		}
+	}
+	return sources, installer
+}
+
+// writeOptionalIndex stages the index dist+rel when want is set or the parent had it
+// (once published, an index stays, if empty, so no client meets a 404), reusing the
+// parent's when its package list did not change, and adds what it made to si and out as
+// writeIndexes does for the binary-<arch>/Packages indexes.
+func writeOptionalIndex(o *Options, par *parent, dist, rel string, members, old []*manifest.Package, prevSums map[string]release.Digests, want bool,
+	icache *index.Cache, tw *treeWriter, si *suiteIndexes, out *indexesMade, stanzasOf func() ([][]byte, error)) error {
+	if _, had := par.files[dist+rel]; !want && !had {
 		return nil
 	}
 	if kept, ok := reusableIndex(o, par.files, prevSums, dist, rel, members, old); ok {
@@ -125,7 +149,7 @@ func writeSourcesIndex(o *Options, par *parent, s Suite, comp string, members, o
 		out.files = append(out.files, kept...)
 		return nil
 	}
-	stanzas, err := sourceStanzas(o.TreeDir, dist+rel, members, ins, par)
+	stanzas, err := stanzasOf()
 	var digests [3]release.Digests
 	if err == nil {
 		digests, err = writeIndex(tw, icache, dist+rel, stanzas)
