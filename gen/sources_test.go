@@ -205,3 +205,46 @@ func TestSourcePartMismatch(t *testing.T) {
 		t.Fatalf("build with a damaged tarball: %v", err)
 	}
 }
+
+// TestFreshRunnerSources: a runner with only the parent's manifest, the store and one
+// new .dsc publishes the parent's source and installer packages (stanzas from the
+// fetched Sources and debian-installer indexes, no pool file fetched) plus the new one:
+// the release the machine that built the parent makes from the same change.
+func TestFreshRunnerSources(t *testing.T) {
+	r := udebRepo(t)
+	writeSource(t, r.in("src"), "1.0-1", "first")
+	parent := r.mustBuild().Manifest
+	st := storeOf(t, r.Opts.TreeDir, parent)
+
+	newDir := filepath.Join(t.TempDir(), "new")
+	copyFile(t, r.in("src/hello_1.0.orig.tar.gz"), filepath.Join(newDir, "hello_1.0.orig.tar.gz"))
+	writeSource(t, newDir, "1.0-2", "second")
+	for _, n := range []string{"hello_1.0-2.dsc", "hello_1.0-2.debian.tar.xz", "hello_1.0.orig.tar.gz"} {
+		copyFile(t, filepath.Join(newDir, n), r.in("src2/"+n))
+	}
+	want := r.mustBuild()
+
+	f := freshRunner(t, r)
+	f.Last = parent
+	for _, n := range []string{"hello_1.0-2.dsc", "hello_1.0-2.debian.tar.xz", "hello_1.0.orig.tar.gz"} {
+		copyFile(t, filepath.Join(newDir, n), f.in("src2/"+n))
+	}
+	f.Opts.Fetch = st.fetch
+	got := f.mustBuild()
+	assertSameRelease(t, got.Manifest, want.Manifest)
+	for _, p := range parent.Packages {
+		for _, sum := range append([]string{p.SHA256}, func() (s []string) {
+			for _, fl := range p.Files {
+				s = append(s, fl.SHA256)
+			}
+			return s
+		}()...) {
+			if st.sums[sum] {
+				t.Errorf("the runner fetched a pool file of %s %s", p.Name, p.Version)
+			}
+		}
+	}
+	if got.Stats.Read != 1 {
+		t.Errorf("the runner read %d inputs, want the one .dsc", got.Stats.Read)
+	}
+}
