@@ -275,7 +275,7 @@ func readInputs(ctx context.Context, files []inputFile, cache *statCache, verify
 	for i, f := range files {
 		p, st := f.path, f.st
 		if !st.regular {
-			return nil, 0, fmt.Errorf("read input %s: not a regular file (a pattern in armor.toml matched it; make the pattern match only .deb files)", p)
+			return nil, 0, fmt.Errorf("read input %s: not a regular file (a pattern in armor.toml matched it; make the pattern match only .deb, .udeb, .ddeb or .dsc files)", p)
 		}
 		in := &slab[i]
 		*in = input{Path: p, Size: st.size, MtimeNs: st.mtimeNs}

@@ -104,6 +104,49 @@ func completeSources(pkgs *packageList, parent *manifest.Manifest, ins *inputSet
 		}
 		p.Files = sourceFiles(p.Path, in.src.Parts)
 	}
+	return checkSourceFiles(pkgs, parent)
+}
+
+// checkSourceFiles refuses a source package read in this build whose files would give a
+// pool path other bytes than another input or the parent gives it: two versions share
+// their orig tarball by name, and clients holding an earlier index fetch it by that path.
+// Packages the stat cache vouched for were checked when they were read.
+func checkSourceFiles(pkgs *packageList, parent *manifest.Manifest) error {
+	var paths map[string]string // pool path → digest
+	var owner map[string]string // pool path → what publishes it, for the error
+	for i := range pkgs.list {
+		p, in := &pkgs.list[i], pkgs.from[i]
+		if in == nil || in.src == nil {
+			continue
+		}
+		if paths == nil {
+			paths, owner = map[string]string{}, map[string]string{}
+			add := func(q *manifest.Package, from string) {
+				paths[q.Path], owner[q.Path] = q.SHA256, from
+				for _, f := range q.Files {
+					paths[f.Path], owner[f.Path] = f.SHA256, from
+				}
+			}
+			if parent != nil {
+				for j := range parent.Packages {
+					q := &parent.Packages[j]
+					add(q, fmt.Sprintf("%s %s (%s), already published in %s/%s", q.Name, q.Version, q.Architecture, q.Suite, q.Component))
+				}
+			}
+			for j := range pkgs.list {
+				if from := pkgs.from[j]; from != nil && from.src == nil {
+					add(&pkgs.list[j], from.Path)
+				}
+			}
+		}
+		for _, f := range p.Files {
+			if sum, ok := paths[f.Path]; ok && sum != f.SHA256 {
+				return fmt.Errorf("%w: %s names %s, which %s publishes as %s with other contents; apt clients would get a hash sum mismatch: give the upstream tarball a new version, or use the published one",
+					ErrConflict, in.Path, path.Base(f.Path), owner[f.Path], f.Path)
+			}
+			paths[f.Path], owner[f.Path] = f.SHA256, in.Path
+		}
+	}
 	return nil
 }
 

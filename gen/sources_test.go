@@ -17,9 +17,14 @@ import (
 
 // writeSource makes a real source package hello_<version> (3.0 (quilt), upstream 1.0)
 // with dpkg-source in dir, reusing an orig tarball already there, and returns the .dsc's
-// path. note goes into README, so two calls with other notes give other debian tarballs
-// only if the note is under debian/.
+// path. note goes into debian/changelog.
 func writeSource(t testing.TB, dir, version, note string) string {
+	t.Helper()
+	return writeSourceWith(t, dir, version, note, "hello, source\n")
+}
+
+// writeSourceWith is writeSource with the upstream README's content.
+func writeSourceWith(t testing.TB, dir, version, note, readme string) string {
 	t.Helper()
 	tool(t, "dpkg-source")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -28,7 +33,7 @@ func writeSource(t testing.TB, dir, version, note string) string {
 	src := filepath.Join(dir, "hello-1.0")
 	os.RemoveAll(src)
 	files := map[string]string{
-		"README": "hello, source\n",
+		"README": readme,
 		"debian/control": "Source: hello\nSection: devel\nPriority: optional\nMaintainer: Test <t@example.org>\n" +
 			"Build-Depends: debhelper-compat (= 13)\nStandards-Version: 4.6.2\n\nPackage: hello\nArchitecture: any\nDescription: test\n test package\n",
 		"debian/changelog":     "hello (" + version + ") unstable; urgency=medium\n\n  * " + note + "\n\n -- Test <t@example.org>  Mon, 01 Jan 2024 00:00:00 +0000\n",
@@ -184,6 +189,13 @@ func TestSourcePackages(t *testing.T) {
 	if srcIdx, _ := os.ReadFile(r.tree("dists/stable/main/source/Sources")); len(stanzas(t, srcIdx)) != 1 {
 		t.Errorf("Sources after the removal:\n%s", srcIdx)
 	}
+
+	// A new version whose orig tarball has the published name but other bytes is refused.
+	other := writeSourceWith(t, r.in("src3"), "1.0-3", "third", "other upstream\n")
+	if _, err := r.build(); !errors.Is(err, gen.ErrConflict) || !strings.Contains(err.Error(), other) || !strings.Contains(err.Error(), "hello_1.0.orig.tar.gz") {
+		t.Errorf("another orig tarball under the published name: %v, want ErrConflict naming %s and the tarball", err, other)
+	}
+	os.RemoveAll(r.in("src3"))
 
 	// The same version again with other bytes is refused.
 	writeSource(t, r.in("src"), "1.0-2", "changed")
