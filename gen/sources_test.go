@@ -260,3 +260,37 @@ func TestFreshRunnerSources(t *testing.T) {
 		t.Errorf("the runner read %d inputs, want the one .dsc", got.Stats.Read)
 	}
 }
+
+// TestCopySource: `armor copy` lists a source package in another suite by reference, its
+// inputs gone: the stanza comes from the parent's Sources index of the other suite, and
+// the pool files stay where they are.
+func TestCopySource(t *testing.T) {
+	r := newRepo(t, repoConfig{Synth: 2})
+	r.Opts.Suites = append(r.Opts.Suites, gen.Suite{
+		Codename: "testing", Components: []string{"main"}, Architectures: []string{"amd64", "arm64"},
+		Inputs: map[string][]string{"main": {"testing/**/*"}},
+	})
+	writeSource(t, filepath.Join(r.Base, "testing"), "1.0-1", "first")
+	first := r.mustBuild().Manifest
+	if err := os.RemoveAll(filepath.Join(r.Base, "testing")); err != nil {
+		t.Fatal(err)
+	}
+	r.Opts.Suites[1].AllowEmpty = true
+	r.Opts.Copy = []gen.Copy{{Name: "hello", FromSuite: "testing", FromComp: "main", ToSuite: "stable", ToComponent: "main"}}
+	res := r.mustBuild()
+	if res.Stats.Copied != 1 {
+		t.Fatalf("copied %d, want 1", res.Stats.Copied)
+	}
+	src := sourcePackage(t, first, "hello", "1.0-1")
+	i := slices.IndexFunc(res.Manifest.Packages, func(p manifest.Package) bool { return p.Suite == "stable" && p.Architecture == "source" })
+	if i < 0 || res.Manifest.Packages[i].Path != src.Path || !slices.Equal(res.Manifest.Packages[i].Files, src.Files) {
+		t.Fatalf("stable's copy: %+v", res.Manifest.Packages)
+	}
+	data, err := os.ReadFile(r.tree("dists/stable/main/source/Sources"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := stanzas(t, data); len(st) != 1 || st[0]["Package"] != "hello" || st[0]["Directory"] != "pool/main/h/hello" {
+		t.Errorf("stable's Sources:\n%s", data)
+	}
+}
