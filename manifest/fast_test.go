@@ -83,6 +83,12 @@ func TestNonPlainStringsUseGoTOML(t *testing.T) {
 func FuzzParseCanonical(f *testing.F) {
 	good, _ := Marshal(sample())
 	f.Add(good)
+	withSource := sample()
+	withSource.Packages = append(withSource.Packages, Package{Suite: "stable", Component: "main", Name: "hello", Version: "2.10-3",
+		Architecture: "source", Path: "pool/main/h/hello/hello_2.10-3.dsc", Size: 9, SHA256: sum('9'),
+		Files: []File{{"pool/main/h/hello/hello_2.10.orig.tar.gz", 8, sum('8')}}})
+	src, _ := Marshal(withSource)
+	f.Add(src)
 	f.Add([]byte("schema = 1\nrepository = 'x'\n[[file]]\npath = 'a'\nsize = 01\n"))
 	f.Add([]byte("[[package]]\nname = 'a'\n[[package]]\nname = 'b'\n"))
 	f.Add([]byte(strings.Replace(string(good), "schema = 1", "schema = 1\nschema = 2", 1)))
