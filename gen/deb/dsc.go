@@ -249,8 +249,9 @@ func isHex(s string, n int) bool {
 
 // SourceStanza returns the source package's Sources stanza, as dak writes it: Package
 // (the .dsc's Source), then the .dsc's fields in their order with the checksum fields
-// listing the .dsc itself before its files, then Directory (dir, the pool directory). It
-// ends with a single "\n".
+// listing the .dsc itself before its files, then Directory (dir, the pool directory), and
+// Priority and Section when the .dsc's Package-List gives them (its first package's, as
+// armor has no override file). It ends with a single "\n".
 func (s *Source) Stanza(dir string) []byte {
 	var b bytes.Buffer
 	writeField(&b, "Package", s.Name)
@@ -266,7 +267,27 @@ func (s *Source) Stanza(dir string) []byte {
 		}
 	}
 	writeField(&b, "Directory", dir)
+	if prio, sect := s.priorityAndSection(); prio != "" {
+		writeField(&b, "Priority", prio)
+		writeField(&b, "Section", sect)
+	}
 	return b.Bytes()
+}
+
+// priorityAndSection returns the priority and section of the first package in the
+// .dsc's Package-List ("name type section priority ..."), or "".
+func (s *Source) priorityAndSection() (string, string) {
+	for _, f := range s.Fields {
+		if !strings.EqualFold(f.Name, "Package-List") {
+			continue
+		}
+		for _, line := range strings.Split(f.Value, "\n") {
+			if w := strings.Fields(line); len(w) >= 4 && w[2] != "-" && w[3] != "-" {
+				return w[3], w[2]
+			}
+		}
+	}
+	return "", ""
 }
 
 // hashList is the value of a checksum field: "\n sum size name" for the .dsc and each part.

@@ -74,7 +74,7 @@ func TestReadDscFile(t *testing.T) {
 	if idx.Package != "hello" || idx.Directory != "pool/main/h/hello" || len(idx.ChecksumsSha256) != 3 || idx.ChecksumsSha256[0].Filename != "hello_1.0-1.dsc" || idx.ChecksumsSha256[0].Hash != s.SHA256 {
 		t.Errorf("stanza:\n%s", st)
 	}
-	for _, want := range []string{"Package: hello\n", "Package-List:\n hello deb devel optional arch=any\n", "Format: 3.0 (quilt)\n", "\nDirectory: pool/main/h/hello\n"} {
+	for _, want := range []string{"Package: hello\n", "Package-List:\n hello deb devel optional arch=any\n", "Format: 3.0 (quilt)\n", "\nDirectory: pool/main/h/hello\nPriority: optional\nSection: devel\n"} {
 		if !strings.Contains(st, want) {
 			t.Errorf("stanza lacks %q:\n%s", want, st)
 		}
