@@ -46,6 +46,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := completeSources(&inPkgs, par.m, ins); err != nil {
+		return nil, err
+	}
 	if err := checkUnmatched(&o, groups, par.m == nil); err != nil {
 		return nil, err
 	}
@@ -186,5 +189,5 @@ func newManifest(o *Options, parent *manifest.Manifest, pkgs []manifest.Package)
 // written, and the same repository, packages and files.
 func upToDate(o *Options, parent *manifest.Manifest, pkgs []manifest.Package, files []manifest.File, wrote bool) bool {
 	return parent != nil && !wrote && parent.Repository == o.Repository &&
-		slices.Equal(parent.Packages, pkgs) && slices.Equal(parent.Files, files)
+		manifest.EqualPackages(parent.Packages, pkgs) && slices.Equal(parent.Files, files)
 }

@@ -110,7 +110,7 @@ func applyChange(o *Options, prev *manifest.Manifest, inputs packageList) (packa
 			s := suites[p.Suite]
 			switch {
 			case s == nil || !slices.Contains(s.Components, p.Component) ||
-				(p.Architecture != "all" && !slices.Contains(s.Architectures, p.Architecture)):
+				(p.Architecture != "all" && p.Architecture != "source" && !slices.Contains(s.Architectures, p.Architecture)):
 				// No longer configured: the configuration changed.
 			case gone:
 				st.removed++
@@ -233,7 +233,7 @@ func Replay(parent, built *manifest.Manifest) (added []manifest.Package, removed
 			added = append(added, cur[j])
 			j++
 		default:
-			if old[i] != cur[j] {
+			if !old[i].Equal(&cur[j]) {
 				added = append(added, cur[j])
 			}
 			i++
@@ -285,7 +285,7 @@ func copyPackages(pkgs *packageList, c Copy, suites map[string]*Suite) (int, err
 	}
 	added := 0
 	for _, p := range sel {
-		if p.Architecture != "all" && !slices.Contains(to.Architectures, p.Architecture) {
+		if p.Architecture != "all" && p.Architecture != "source" && !slices.Contains(to.Architectures, p.Architecture) {
 			return 0, fmt.Errorf("copy %s: architecture %s of %s %s is not one of suite %s's architectures (%s)",
 				c, p.Architecture, p.Name, p.Version, c.ToSuite, strings.Join(to.Architectures, ", "))
 		}

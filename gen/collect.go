@@ -46,6 +46,7 @@ func collectInputs(ctx context.Context, o *Options, statCache <-chan *statCache)
 			if files, err = withAdditions(files, o.Add, s.Codename, comp); err != nil {
 				return nil, nil, err
 			}
+			files = packageFiles(files)
 			groups = append(groups, inputGroup{s, comp, files, unmatched})
 		}
 	}
@@ -66,7 +67,7 @@ func collectInputs(ctx context.Context, o *Options, statCache <-chan *statCache)
 	ins := &inputSet{all: all, read: read, kept: cache.Kept, fresh: map[string]*input{}}
 	cache.Entries = nil // all holds what the build needs of them
 	for _, in := range all {
-		if in.pkg != nil {
+		if in.fresh() {
 			ins.fresh[in.SHA256] = in
 		}
 	}

@@ -1,7 +1,8 @@
-// Package gen builds a signed APT repository tree from .deb files: it reads packages,
-// lays out the pool, writes Packages indexes (plain, gz, xz) with by-hash copies, writes
-// Release, InRelease and Release.gpg, and produces the release manifest. It is a pure
-// library: no flags, no HTTP, no printing.
+// Package gen builds a signed APT repository tree from .deb, .udeb, .ddeb and .dsc files:
+// it reads packages, lays out the pool, writes Packages indexes (the debian-installer ones
+// for .udeb, udeb.go) and Sources indexes (sources.go), plain, gz and xz, with by-hash
+// copies, writes Release, InRelease and Release.gpg, and produces the release manifest. It
+// is a pure library: no flags, no HTTP, no printing.
 //
 // Build (build.go) reads top to bottom as the build's phases, each a function of what it
 // needs returning what it made: load the parent (parent.go, in the background), collect

@@ -46,6 +46,7 @@ func writeIndexes(ctx context.Context, o *Options, par *parent, pkgs []manifest.
 		dist := "dists/" + s.Codename + "/"
 		prevSums := previousReleaseSums(o.TreeDir, dist+"Release", par.files)
 		si := suiteIndexes{sums: map[string]release.Digests{}}
+		srcs, udebs := optionalIndexes(s.Codename, members)
 		for _, comp := range s.Components {
 			for _, arch := range s.Architectures {
 				if err := ctx.Err(); err != nil {
@@ -82,13 +83,24 @@ func writeIndexes(ctx context.Context, o *Options, par *parent, pkgs []manifest.
 				done++
 				o.progress("index", done, total)
 			}
+			key := indexKey{s.Codename, comp, "source"}
+			if err := writeSourcesIndex(o, par, s, comp, members[key], prevMembers[key], prevSums, srcs, ins, icache, tw, &si, &out); err != nil {
+				return out, err
+			}
+			for _, arch := range s.Architectures {
+				key := indexKey{s.Codename, comp + installerDir, arch}
+				if err := writeInstallerIndex(o, par, s, key, members[key], prevMembers[key], prevSums, udebs, ins, icache, tw, &si, &out); err != nil {
+					return out, err
+				}
+			}
 		}
 		out.suites = append(out.suites, si)
 	}
 	return out, nil
 }
 
-// indexKey names one binary-<arch>/Packages index.
+// indexKey names one binary-<arch>/Packages index; arch "source" names the Sources
+// index, and component "<component>/debian-installer" the index of installer packages.
 type indexKey struct{ suite, component, arch string }
 
 // groupIndexes sorts packages (in canonical order) into the indexes that list them: its
@@ -102,13 +114,17 @@ func groupIndexes(pkgs []manifest.Package, suites []Suite) map[indexKey][]*manif
 	out := map[indexKey][]*manifest.Package{}
 	for i := range pkgs {
 		p := &pkgs[i]
+		comp := p.Component
+		if isInstaller(p.Path) {
+			comp += installerDir
+		}
 		if p.Architecture != "all" {
-			k := indexKey{p.Suite, p.Component, p.Architecture}
+			k := indexKey{p.Suite, comp, p.Architecture}
 			out[k] = append(out[k], p)
 			continue
 		}
 		for _, a := range archs[p.Suite] {
-			k := indexKey{p.Suite, p.Component, a}
+			k := indexKey{p.Suite, comp, a}
 			out[k] = append(out[k], p)
 		}
 	}
@@ -134,7 +150,7 @@ var variants = []string{"", ".gz", ".xz"}
 // reusableIndex returns the manifest entries of an index whose package list did not
 // change and whose files the tree and the previous Release still vouch for.
 func reusableIndex(o *Options, prevFiles map[string]manifest.File, prevSums map[string]release.Digests, dist, rel string, members, old []*manifest.Package) ([]manifest.File, bool) {
-	if prevSums == nil || o.Verify || !slices.EqualFunc(members, old, func(a, b *manifest.Package) bool { return *a == *b }) {
+	if prevSums == nil || o.Verify || !slices.EqualFunc(members, old, func(a, b *manifest.Package) bool { return a.Equal(b) }) {
 		return nil, false
 	}
 	var keep []manifest.File
@@ -191,7 +207,7 @@ func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins 
 	var prev *oldIndex
 	out := make([][]byte, 0, len(members))
 	for _, p := range members {
-		if in := ins.fresh[p.SHA256]; in != nil {
+		if in := ins.fresh[p.SHA256]; in != nil && in.pkg != nil {
 			out = append(out, in.pkg.Stanza(p.Path))
 			continue
 		}

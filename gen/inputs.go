@@ -29,12 +29,35 @@ type input struct {
 	Name, Version, Architecture, Source string
 	// pkg is set when the file was read in this build; its stanza is fresh.
 	pkg *deb.Package
+	// src is set instead for a source package (.dsc) read in this build.
+	src *deb.Source
+}
+
+// fresh reports whether the input was read in this build.
+func (in *input) fresh() bool { return in.pkg != nil || in.src != nil }
+
+// isSource reports whether a path names a source package's .dsc.
+func isSource(path string) bool { return strings.HasSuffix(path, ".dsc") }
+
+// readSource reads a .dsc input and what the build needs of it.
+func (in *input) readSource() error {
+	s, err := deb.ReadDscFile(in.Path)
+	if err != nil {
+		return err
+	}
+	if s.Size != in.Size {
+		return fmt.Errorf("%s: changed while being read", in.Path)
+	}
+	in.src = s
+	in.SHA256 = s.SHA256
+	in.Name, in.Version, in.Architecture, in.Source = s.Name, s.Version, "source", s.Name
+	return nil
 }
 
 // fileStat is what the build needs to know of an input without opening it.
 type fileStat struct {
 	size, mtimeNs int64
-	regular       bool
+	regular, dir  bool
 }
 
 // inputFile is a path an input pattern matched, with its stat.
@@ -45,7 +68,7 @@ type inputFile struct {
 }
 
 func statOf(st *unix.Stat_t) fileStat {
-	return fileStat{st.Size, st.Mtim.Nano(), st.Mode&unix.S_IFMT == unix.S_IFREG}
+	return fileStat{st.Size, st.Mtim.Nano(), st.Mode&unix.S_IFMT == unix.S_IFREG, st.Mode&unix.S_IFMT == unix.S_IFDIR}
 }
 
 // expandInputs resolves glob patterns (with ** for any depth) relative to base into a
@@ -252,7 +275,7 @@ func readInputs(ctx context.Context, files []inputFile, cache *statCache, verify
 	for i, f := range files {
 		p, st := f.path, f.st
 		if !st.regular {
-			return nil, 0, fmt.Errorf("read input %s: not a regular file (a pattern in armor.toml matched it; make the pattern match only .deb files)", p)
+			return nil, 0, fmt.Errorf("read input %s: not a regular file (a pattern in armor.toml matched it; make the pattern match only .deb, .udeb, .ddeb or .dsc files)", p)
 		}
 		in := &slab[i]
 		*in = input{Path: p, Size: st.size, MtimeNs: st.mtimeNs}
@@ -262,7 +285,7 @@ func readInputs(ctx context.Context, files []inputFile, cache *statCache, verify
 		if k < len(cached) && cached[k].Path == p && !verify &&
 			cached[k].Size == in.Size && cached[k].MtimeNs == in.MtimeNs && cached[k].SHA256 != "" {
 			*in = cached[k]
-			in.pkg = nil
+			in.pkg, in.src = nil, nil
 		} else {
 			toRead = append(toRead, i)
 		}
@@ -277,9 +300,21 @@ func readInputs(ctx context.Context, files []inputFile, cache *statCache, verify
 			if err := ctx.Err(); err != nil {
 				return err
 			}
+			if isSource(in.Path) {
+				if err := in.readSource(); err != nil {
+					return err
+				}
+				if progress != nil {
+					progress(int(done.Add(1)), len(toRead))
+				}
+				return nil
+			}
 			pkg, err := deb.ReadFile(in.Path)
 			if err != nil {
 				return err
+			}
+			if t, _ := pkg.Value("Package-Type"); t == "udeb" && packageExt(in.Path) != ".udeb" {
+				return fmt.Errorf("%s: field Package-Type: an installer package (udeb) must be named .udeb, so that it is listed only in the debian-installer index: rename the file", in.Path)
 			}
 			if pkg.Size != in.Size {
 				return fmt.Errorf("%s: changed while being read", in.Path)

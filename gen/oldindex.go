@@ -78,7 +78,7 @@ func (x *oldIndex) find(p *manifest.Package) []byte {
 		for x.next < len(x.members) && comparePackages(*x.members[x.next], *p) < 0 {
 			x.next++
 		}
-		if x.next < len(x.members) && *x.members[x.next] == *p {
+		if x.next < len(x.members) && x.members[x.next].Equal(p) {
 			i = x.next
 		}
 	} else {

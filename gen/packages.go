@@ -81,18 +81,19 @@ func claimsOf(groups []inputGroup, ins *inputSet) ([]claim, error) {
 				j++
 			}
 			in := ins.all[j]
-			if in.Architecture != "all" && !slices.Contains(g.suite.Architectures, in.Architecture) {
+			if in.Architecture != "all" && in.Architecture != "source" && !slices.Contains(g.suite.Architectures, in.Architecture) {
 				return nil, fmt.Errorf("%s: field Architecture: %q is not one of suite %s's architectures (%s); add it to the suite or remove the file",
 					in.Path, in.Architecture, g.suite.Codename, strings.Join(g.suite.Architectures, ", "))
 			}
-			claims = append(claims, claim{
-				pkg: manifest.Package{
-					Suite: g.suite.Codename, Component: g.comp,
-					Name: in.Name, Version: in.Version, Architecture: in.Architecture,
-					Path: poolPath(g.comp, in), Size: in.Size, SHA256: in.SHA256,
-				},
-				in: in, order: len(claims),
-			})
+			pkg := manifest.Package{
+				Suite: g.suite.Codename, Component: g.comp,
+				Name: in.Name, Version: in.Version, Architecture: in.Architecture,
+				Path: poolPath(g.comp, in), Size: in.Size, SHA256: in.SHA256,
+			}
+			if in.src != nil {
+				pkg.Files = sourceFiles(pkg.Path, in.src.Parts)
+			}
+			claims = append(claims, claim{pkg: pkg, in: in, order: len(claims)})
 		}
 	}
 	return claims, nil
@@ -153,5 +154,12 @@ func comparePackageKeys(a, b manifest.Package) int {
 
 // poolPath is where a package is published: pool/<component>/<prefix>/<source>/<file>.
 func poolPath(component string, in *input) string {
-	return pool.Path(component, in.Source, pool.Filename(in.Name, in.Version, in.Architecture))
+	if in.Architecture == "source" {
+		return sourcePoolPath(component, in.Name, in.Version)
+	}
+	name := pool.Filename(in.Name, in.Version, in.Architecture)
+	if ext := packageExt(in.Path); ext != ".deb" {
+		name = strings.TrimSuffix(name, ".deb") + ext
+	}
+	return pool.Path(component, in.Source, name)
 }

@@ -197,7 +197,7 @@ func diffParent(prev *manifest.Manifest, pkgs packageList) (parentDiff, error) {
 				if old[i].SHA256 != cur[j].SHA256 {
 					d.added++
 				}
-				if old[i] != cur[j] {
+				if !old[i].Equal(&cur[j]) {
 					d.changed = append(d.changed, j)
 				}
 				i++

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 
 	"github.com/armor-apt/armor/manifest"
@@ -51,20 +52,34 @@ func stagePool(tw *treeWriter, o *Options, parent *manifest.Manifest, pkgs []man
 			g.Wait() // the copies started stage nothing after the tree writer's Abort
 			return fmt.Errorf("no input file for %s %s (%s)", p.Name, p.Version, p.Architecture)
 		}
+		for _, f := range p.Files {
+			if !staged[f.Path] {
+				staged[f.Path] = true
+				local := filepath.Join(filepath.Dir(src.Path), path.Base(f.Path))
+				g.Go(func() error { return stageFile(tw, o, f.Path, f.SHA256, local) })
+			}
+		}
 		if src.Path == filepath.Join(o.TreeDir, filepath.FromSlash(p.Path)) {
 			continue // already in place (a rebase adds the tree's own pool files)
 		}
-		g.Go(func() error {
-			if o.Verify {
-				dst := filepath.Join(o.TreeDir, filepath.FromSlash(p.Path))
-				if sum, err := fileSHA256(dst); err == nil && sum == p.SHA256 {
-					return nil
-				}
-			}
-			return tw.CopyFile(p.Path, src.Path)
-		})
+		g.Go(func() error { return stageFile(tw, o, p.Path, p.SHA256, src.Path) })
 	}
 	return g.Wait()
+}
+
+// stageFile copies the local file src to the tree path p, unless it is there already
+// (with --verify, where the tree's copy is checked against sum).
+func stageFile(tw *treeWriter, o *Options, p, sum, src string) error {
+	dst := filepath.Join(o.TreeDir, filepath.FromSlash(p))
+	if src == dst {
+		return nil
+	}
+	if o.Verify {
+		if got, err := fileSHA256(dst); err == nil && got == sum {
+			return nil
+		}
+	}
+	return tw.CopyFile(p, src)
 }
 
 func fileSHA256(p string) (string, error) {
@@ -86,6 +101,9 @@ func poolDigests(parent *manifest.Manifest) map[string]string {
 	if parent != nil {
 		for _, p := range parent.Packages {
 			out[p.Path] = p.SHA256
+			for _, f := range p.Files {
+				out[f.Path] = f.SHA256
+			}
 		}
 	}
 	return out

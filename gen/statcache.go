@@ -190,12 +190,18 @@ func pruneKept(tree string, prev, m *manifest.Manifest, oldKept []string) []stri
 		for j < len(m.Packages) && comparePackages(m.Packages[j], prev.Packages[i]) < 0 {
 			j++
 		}
-		if j == len(m.Packages) || m.Packages[j].Path != prev.Packages[i].Path {
+		if j == len(m.Packages) || !m.Packages[j].Equal(&prev.Packages[i]) {
 			cand[prev.Packages[i].Path] |= nowKept
+			for _, f := range prev.Packages[i].Files {
+				cand[f.Path] |= nowKept
+			}
 		}
 	}
 	for _, p := range m.Packages {
 		delete(cand, p.Path)
+		for _, f := range p.Files {
+			delete(cand, f.Path)
+		}
 	}
 	for _, f := range m.Files {
 		delete(cand, f.Path)

@@ -51,7 +51,7 @@ var ErrVerify = errors.New("tree does not verify")
 // VerifyTree checks a tree the way apt does: each suite's InRelease signature (and
 // Release.gpg when present), that Release is InRelease's signed text, every index
 // Release lists (size, MD5, SHA1, SHA256) and its by-hash copy, Valid-Until, and with
-// Pool every pool file a Packages index lists (size and SHA256). It keeps going after a
+// Pool every pool file a Packages or Sources index lists (size and SHA256). It keeps going after a
 // problem and reports them all.
 func VerifyTree(ctx context.Context, f Fetcher, o VerifyOptions) (*VerifyReport, error) {
 	r := &VerifyReport{}
@@ -122,6 +122,11 @@ func VerifyTree(ctx context.Context, f Fetcher, o VerifyOptions) (*VerifyReport,
 					problem("%s: %v", bh, err)
 				} else if !bytes.Equal(h, data) {
 					problem("%s differs from %s%s", bh, dist, p)
+				}
+			}
+			if o.Pool && strings.HasSuffix(p, "/Sources") {
+				if err := collectSourcePool(data, pool); err != nil {
+					problem("%s%s: %v", dist, p, err)
 				}
 			}
 			if o.Pool && strings.HasSuffix(p, "/Packages") {
@@ -200,6 +205,37 @@ func collectPool(packages []byte, pool map[string]poolEntry) error {
 		}
 		if name != "" {
 			pool[name] = e
+		}
+	}
+	return nil
+}
+
+// collectSourcePool adds every file a Sources index lists (Directory, and the size and
+// SHA256 of each Checksums-Sha256 line).
+func collectSourcePool(sources []byte, pool map[string]poolEntry) error {
+	for _, st := range bytes.Split(sources, []byte("\n\n")) {
+		st = append(bytes.TrimRight(st, "\n"), '\n')
+		dir := string(stanzaField(st, "\nDirectory: "))
+		i := bytes.Index(st, []byte("\nChecksums-Sha256:\n"))
+		if len(bytes.TrimSpace(st)) == 0 {
+			continue
+		}
+		if dir == "" || i < 0 {
+			return fmt.Errorf("a stanza lacks Directory or Checksums-Sha256")
+		}
+		for _, line := range strings.Split(string(st[i+len("\nChecksums-Sha256:\n"):]), "\n") {
+			if !strings.HasPrefix(line, " ") {
+				break
+			}
+			f := strings.Fields(line)
+			if len(f) != 3 {
+				return fmt.Errorf("bad Checksums-Sha256 line %q", line)
+			}
+			n, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				return fmt.Errorf("bad size in Checksums-Sha256 line %q", line)
+			}
+			pool[dir+"/"+f[2]] = poolEntry{size: n, sha256: f[0]}
 		}
 	}
 	return nil

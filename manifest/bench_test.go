@@ -47,7 +47,7 @@ func realManifest(n int) *Manifest {
 		}
 		arch := arches[i%len(arches)]
 		path := fmt.Sprintf("pool/%s/%s/%s/%s_%s_%s.deb", comp, prefix, src, src, version, arch)
-		p := Package{"bookworm", comp, src, version, arch, path, int64(1000 + i*37%500000), digest("deb", i)}
+		p := Package{Suite: "bookworm", Component: comp, Name: src, Version: version, Architecture: arch, Path: path, Size: int64(1000 + i*37%500000), SHA256: digest("deb", i)}
 		m.Packages = append(m.Packages, p)
 		if i%4 == 0 && len(m.Packages) < n {
 			// The same pool file published in a second suite.

@@ -114,6 +114,7 @@ const (
 	lSize       = "'\nsize = "
 	lSHA256     = "\nsha256 = '"
 	lFile       = "\n[[file]]\npath = '"
+	lPkgFile    = "\n[[package.file]]\npath = '"
 	lEnd        = "'\n"
 )
 
@@ -127,6 +128,9 @@ func canonicalSize(m *Manifest, id string) int {
 		p := &m.Packages[i]
 		n += pkgFixed + len(p.Suite) + len(p.Component) + len(p.Name) + len(p.Version) +
 			len(p.Architecture) + len(p.Path) + decimalLen(p.Size) + len(p.SHA256)
+		if len(p.Files) > 0 {
+			n += filesSize(p.Files) + (len(lPkgFile)-len(lFile))*len(p.Files)
+		}
 	}
 	return n + filesSize(m.Files)
 }
@@ -213,7 +217,21 @@ func appendPackage(b []byte, p *Package) ([]byte, bool) {
 	b = strconv.AppendInt(b, p.Size, 10)
 	b = append(b, lSHA256...)
 	b = append(b, p.SHA256...)
-	return append(b, lEnd...), true
+	b = append(b, lEnd...)
+	for i := range p.Files {
+		f := &p.Files[i]
+		if !plainString(f.Path) || !plainString(f.SHA256) {
+			return b, false
+		}
+		b = append(b, lPkgFile...)
+		b = append(b, f.Path...)
+		b = append(b, lSize...)
+		b = strconv.AppendInt(b, f.Size, 10)
+		b = append(b, lSHA256...)
+		b = append(b, f.SHA256...)
+		b = append(b, lEnd...)
+	}
+	return b, true
 }
 
 func appendFile(b []byte, f *File) ([]byte, bool) {
@@ -299,6 +317,17 @@ func (d *decoder) tables(m *Manifest) bool {
 			d.lit(lSHA256)
 			p.SHA256 = d.str()
 			d.lit(lEnd)
+			for d.ok && strings.HasPrefix(s[d.pos:], lPkgFile) {
+				p.Files = append(p.Files, File{})
+				f := &p.Files[len(p.Files)-1]
+				d.lit(lPkgFile)
+				f.Path = d.str()
+				d.lit(lSize)
+				f.Size = d.num()
+				d.lit(lSHA256)
+				f.SHA256 = d.str()
+				d.lit(lEnd)
+			}
 		}
 	}
 	for d.ok && strings.HasPrefix(s[d.pos:], lFile) {

@@ -20,8 +20,15 @@ func bigManifest(n int) *Manifest {
 		if i%10 == 0 {
 			arch = "all"
 		}
-		m.Packages = append(m.Packages, Package{"stable", "main", name, "1:1.0~rc1+b2-1", arch,
-			"pool/main/p/" + name + "/" + name + "_1.0~rc1+b2-1_" + arch + ".deb", int64(4000 + i), sum('a')})
+		m.Packages = append(m.Packages, Package{Suite: "stable", Component: "main", Name: name, Version: "1:1.0~rc1+b2-1", Architecture: arch,
+			Path: "pool/main/p/" + name + "/" + name + "_1.0~rc1+b2-1_" + arch + ".deb", Size: int64(4000 + i), SHA256: sum('a')})
+		if i%7 == 0 {
+			// A source package, with its further files.
+			d := "pool/main/p/" + name + "/" + name + "_1.0~rc1+b2"
+			m.Packages = append(m.Packages, Package{Suite: "stable", Component: "main", Name: name, Version: "1:1.0~rc1+b2-1", Architecture: "source",
+				Path: d + "-1.dsc", Size: int64(900 + i), SHA256: sum('d'),
+				Files: []File{{d + ".orig.tar.gz", 12345, sum('e')}, {d + "-1.debian.tar.xz", 2000, sum('f')}}})
+		}
 	}
 	m.Files = append(m.Files, File{"dists/stable/InRelease", 1, sum('b')}, File{"dists/stable/Release", 0, sum('c')})
 	if err := Seal(m); err != nil {
@@ -76,6 +83,12 @@ func TestNonPlainStringsUseGoTOML(t *testing.T) {
 func FuzzParseCanonical(f *testing.F) {
 	good, _ := Marshal(sample())
 	f.Add(good)
+	withSource := sample()
+	withSource.Packages = append(withSource.Packages, Package{Suite: "stable", Component: "main", Name: "hello", Version: "2.10-3",
+		Architecture: "source", Path: "pool/main/h/hello/hello_2.10-3.dsc", Size: 9, SHA256: sum('9'),
+		Files: []File{{"pool/main/h/hello/hello_2.10.orig.tar.gz", 8, sum('8')}}})
+	src, _ := Marshal(withSource)
+	f.Add(src)
 	f.Add([]byte("schema = 1\nrepository = 'x'\n[[file]]\npath = 'a'\nsize = 01\n"))
 	f.Add([]byte("[[package]]\nname = 'a'\n[[package]]\nname = 'b'\n"))
 	f.Add([]byte(strings.Replace(string(good), "schema = 1", "schema = 1\nschema = 2", 1)))

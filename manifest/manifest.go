@@ -26,8 +26,10 @@ type Manifest struct {
 	Files    []File    `toml:"file,omitempty"`
 }
 
-// Package is one binary package in one suite and component. Architecture is the
-// package's own (so "all" appears once, though it is listed in every binary-* index).
+// Package is one package in one suite and component. Architecture is the package's own
+// (so "all" appears once, though it is listed in every binary-* index), or "source" for
+// a source package, whose Path is its .dsc and whose Files are the other files the .dsc
+// names (tarballs, patches), each in the pool beside it.
 type Package struct {
 	Suite        string `toml:"suite"`
 	Component    string `toml:"component"`
@@ -37,6 +39,21 @@ type Package struct {
 	Path         string `toml:"path"`
 	Size         int64  `toml:"size"`
 	SHA256       string `toml:"sha256"`
+	// Files are the further pool files of a source package; none for a binary package.
+	// Manifests without source packages encode exactly as before the field existed.
+	Files []File `toml:"file,omitempty"`
+}
+
+// Equal reports whether p and q are the same package entry, field for field.
+func (p *Package) Equal(q *Package) bool {
+	return p.Suite == q.Suite && p.Component == q.Component && p.Name == q.Name &&
+		p.Version == q.Version && p.Architecture == q.Architecture && p.Path == q.Path &&
+		p.Size == q.Size && p.SHA256 == q.SHA256 && slices.Equal(p.Files, q.Files)
+}
+
+// EqualPackages reports whether two package lists are equal entry for entry.
+func EqualPackages(a, b []Package) bool {
+	return slices.EqualFunc(a, b, func(p, q Package) bool { return p.Equal(&q) })
 }
 
 // File is one generated file of the tree (an index, Release, InRelease, a by-hash copy).
@@ -69,6 +86,9 @@ func (m *Manifest) Paths() map[string]Object {
 	out := make(map[string]Object, len(m.Files)+len(m.Packages))
 	for _, p := range m.Packages {
 		out[p.Path] = Object{p.SHA256, p.Size}
+		for _, f := range p.Files {
+			out[f.Path] = Object{f.SHA256, f.Size}
+		}
 	}
 	for _, f := range m.Files {
 		out[f.Path] = Object{f.SHA256, f.Size}
@@ -88,6 +108,9 @@ func (m *Manifest) Objects() []Object {
 	}
 	for _, p := range m.Packages {
 		add(Object{p.SHA256, p.Size})
+		for _, f := range p.Files {
+			add(Object{f.SHA256, f.Size})
+		}
 	}
 	for _, f := range m.Files {
 		add(Object{f.SHA256, f.Size})
@@ -235,7 +258,52 @@ func (m *Manifest) Validate() error {
 		return fmt.Errorf("parent %q is not a sha256 release id", m.Parent)
 	}
 	n := len(m.Packages) + len(m.Files)
-	return m.checkAll(min(runtime.GOMAXPROCS(0), n/(1<<14)))
+	if err := m.checkAll(min(runtime.GOMAXPROCS(0), n/(1<<14))); err != nil {
+		return err
+	}
+	return m.checkPackageFiles()
+}
+
+// checkPackageFiles checks the further pool files of source packages: each a clean pool
+// path with a digest, and no path served as two objects (by another package's file, by a
+// package itself, or by a generated file). Only manifests with source packages pay for it.
+func (m *Manifest) checkPackageFiles() error {
+	var paths map[string]Object
+	for i := range m.Packages {
+		p := &m.Packages[i]
+		if len(p.Files) == 0 {
+			continue
+		}
+		if paths == nil {
+			paths = m.topPaths()
+		}
+		for _, f := range p.Files {
+			if !strings.HasPrefix(f.Path, "pool/") {
+				return fmt.Errorf("%s: file %q is not under pool/", m.label(i), f.Path)
+			}
+			if msg, arg := checkObject(f.Path, f.SHA256, f.Size); msg != "" {
+				return fmt.Errorf("%s: file: "+msg, m.label(i), arg)
+			}
+			o := Object{f.SHA256, f.Size}
+			if prev, ok := paths[f.Path]; ok && prev != o {
+				return fmt.Errorf("%s: path %s is listed as two different objects", m.label(i), f.Path)
+			}
+			paths[f.Path] = o
+		}
+	}
+	return nil
+}
+
+// topPaths maps the paths of the packages themselves and of the generated files.
+func (m *Manifest) topPaths() map[string]Object {
+	out := make(map[string]Object, len(m.Packages)+len(m.Files))
+	for _, p := range m.Packages {
+		out[p.Path] = Object{p.SHA256, p.Size}
+	}
+	for _, f := range m.Files {
+		out[f.Path] = Object{f.SHA256, f.Size}
+	}
+	return out
 }
 
 // checkAll checks the entries in the given number of parts at once.

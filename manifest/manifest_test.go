@@ -3,6 +3,7 @@ package manifest
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -13,8 +14,8 @@ func sample() *Manifest {
 	m := &Manifest{
 		Schema: SchemaVersion, Repository: "demo", Date: "2026-11-22T00:00:00Z",
 		Packages: []Package{
-			{"stable", "main", "hello", "2.10-3", "amd64", "pool/main/h/hello/hello_2.10-3_amd64.deb", 10, sum('a')},
-			{"stable", "main", "base", "1:1.0-1", "all", "pool/main/b/base/base_1.0-1_all.deb", 20, sum('b')},
+			{Suite: "stable", Component: "main", Name: "hello", Version: "2.10-3", Architecture: "amd64", Path: "pool/main/h/hello/hello_2.10-3_amd64.deb", Size: 10, SHA256: sum('a')},
+			{Suite: "stable", Component: "main", Name: "base", Version: "1:1.0-1", Architecture: "all", Path: "pool/main/b/base/base_1.0-1_all.deb", Size: 20, SHA256: sum('b')},
 		},
 		Files: []File{
 			{"dists/stable/Release", 30, sum('c')},
@@ -101,7 +102,7 @@ func TestDiff(t *testing.T) {
 			nu.Packages[i].Version = "1:0.9-1"
 		}
 	}
-	nu.Packages = append(nu.Packages, Package{"stable", "main", "new", "1", "amd64", "pool/main/n/new/new_1_amd64.deb", 1, sum('e')})
+	nu.Packages = append(nu.Packages, Package{Suite: "stable", Component: "main", Name: "new", Version: "1", Architecture: "amd64", Path: "pool/main/n/new/new_1_amd64.deb", Size: 1, SHA256: sum('e')})
 	got := Diff(old, nu)
 	want := []Change{
 		{"stable", "main", "all", "base", Downgraded, "1:1.0-1", "1:0.9-1"},
@@ -142,4 +143,45 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("re-encoded manifest does not parse: %v", err)
 		}
 	})
+}
+
+// A source package's further files are served paths: they are objects of the release,
+// and one of them may not give a path other bytes.
+func TestSourcePackageFiles(t *testing.T) {
+	m := sample()
+	dsc := Package{Suite: "stable", Component: "main", Name: "hello", Version: "2.10-3", Architecture: "source",
+		Path: "pool/main/h/hello/hello_2.10-3.dsc", Size: 5, SHA256: sum('1'),
+		Files: []File{{"pool/main/h/hello/hello_2.10.orig.tar.gz", 6, sum('2')}}}
+	m.Packages = append(m.Packages, dsc)
+	if err := Seal(m); err != nil {
+		t.Fatal(err)
+	}
+	data, err := Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "\n[[package.file]]\npath = 'pool/main/h/hello/hello_2.10.orig.tar.gz'\n") {
+		t.Errorf("encoding lacks the package's file table:\n%s", data)
+	}
+	got, err := Parse(data, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := got.Paths()["pool/main/h/hello/hello_2.10.orig.tar.gz"]; !ok || o.SHA256 != sum('2') {
+		t.Errorf("Paths lacks the orig tarball: %v", o)
+	}
+	if !slices.Contains(got.Objects(), Object{sum('2'), 6}) {
+		t.Errorf("Objects lacks the orig tarball")
+	}
+	bad := *got
+	bad.Packages = slices.Clone(got.Packages)
+	i := slices.IndexFunc(bad.Packages, func(p Package) bool { return p.Architecture == "source" })
+	bad.Packages[i].Files = []File{{"pool/main/h/hello/hello_2.10-3_amd64.deb", 6, sum('2')}}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "two different objects") {
+		t.Errorf("Validate of a file shadowing a package's path: %v", err)
+	}
+	bad.Packages[i].Files = []File{{"dists/x", 6, sum('2')}}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "not under pool/") {
+		t.Errorf("Validate of a file outside pool/: %v", err)
+	}
 }

@@ -301,7 +301,7 @@ func TestRepublish(t *testing.T) {
 	}
 	prev := loadPushed(t, s, first.Manifest)
 	cur := loadPushed(t, s, second.Manifest)
-	if next.Parent != second.Release || !slices.Equal(next.Packages, prev.Packages) {
+	if next.Parent != second.Release || !manifest.EqualPackages(next.Packages, prev.Packages) {
 		t.Errorf("rollback release: parent %s, %d packages; want parent %s and the %d packages of %s",
 			next.Parent, len(next.Packages), second.Release, len(prev.Packages), first.Release)
 	}

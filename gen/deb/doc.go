@@ -10,4 +10,6 @@
 // with gzip, xz or zstd, as dpkg-deb writes it. The control paragraph is parsed
 // here too, so that multi-line values keep their continuation lines byte for byte;
 // versions are checked with pault.ag/go/debian/version.
+// Source packages (.dsc) are read in dsc.go with pault.ag/go/debian/control: the .dsc
+// is parsed, every file it names is checked beside it, and its Sources stanza is written.
 package deb

@@ -28,6 +28,7 @@ type Source struct {
 	Components []string // empty for a flat repository (suite "./" or a path ending in "/")
 	SignedBy   string   // path to a keyring; "" marks the source Trusted: yes
 	Arch       string   // Architectures: of the entry; "" leaves it out
+	Types      string   // Types: of the entry; "" is "deb" ("deb-src" for source packages)
 }
 
 // Options configure a throwaway apt.
@@ -136,7 +137,11 @@ func deb822(sources []Source) (text string, trusted bool) {
 		if i > 0 {
 			src.WriteString("\n")
 		}
-		fmt.Fprintf(&src, "Types: deb\nURIs: %s\nSuites: %s\n", s.URI, strings.Join(s.Suites, " "))
+		types := s.Types
+		if types == "" {
+			types = "deb"
+		}
+		fmt.Fprintf(&src, "Types: %s\nURIs: %s\nSuites: %s\n", types, s.URI, strings.Join(s.Suites, " "))
 		if len(s.Components) > 0 {
 			fmt.Fprintf(&src, "Components: %s\n", strings.Join(s.Components, " "))
 		}
