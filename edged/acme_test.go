@@ -520,3 +520,49 @@ func TestACMERealApt(t *testing.T) {
 		t.Fatalf("%d orders; want 1", n)
 	}
 }
+
+// TestEnableACMEErrors: ACME that cannot work is refused at start, naming the key.
+func TestEnableACMEErrors(t *testing.T) {
+	ctl := newFakeControld(t)
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 80}
+	tests := []struct {
+		name string
+		edit func(*Config)
+		err  string
+	}{
+		{"root file missing", func(c *Config) { c.ACMECARoot = filepath.Join(t.TempDir(), "none.pem") }, "acme_ca_root"},
+		{"root file not PEM", func(c *Config) {
+			c.ACMECARoot = filepath.Join(t.TempDir(), "root.pem")
+			os.WriteFile(c.ACMECARoot, []byte("not a certificate"), 0o644)
+		}, "acme_ca_root"},
+		{"no state_dir", func(c *Config) { c.StateDir = "" }, "state_dir"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig(t, ctl)
+			cfg.TLSListen = "127.0.0.1:443"
+			tt.edit(&cfg)
+			e, err := New(cfg, newTestStore(), testLogger(t))
+			if err == nil {
+				defer e.Close()
+				err = e.EnableACME(addr, addr)
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("error %v; want one naming %s", err, tt.err)
+			}
+		})
+	}
+	e, err := New(testConfig(t, ctl), newTestStore(), testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if err := e.ServeTLS(context.Background(), ln); err == nil || !strings.Contains(err.Error(), "EnableACME") {
+		t.Fatalf("ServeTLS without EnableACME: %v", err)
+	}
+}
