@@ -57,7 +57,7 @@ func startPebble(t *testing.T, httpPort, tlsPort int) *pebble {
 
 	dns := freeUDPAddr(t)
 	dnsMgmt := freeAddr(t)
-	start(t, p, "pebble-challtestsrv", nil, "-dns01", dns, "-management", dnsMgmt,
+	startLogged(t, p, "pebble-challtestsrv", nil, "-dns01", dns, "-management", dnsMgmt,
 		"-http01", "", "-https01", "", "-tlsalpn01", "", "-defaultIPv4", "127.0.0.1", "-defaultIPv6", "")
 	waitTCP(t, dnsMgmt)
 
@@ -74,7 +74,7 @@ func startPebble(t *testing.T, httpPort, tlsPort int) *pebble {
 	}
 	// No random validation delays, no rejected nonces, and every order validated anew.
 	env := []string{"PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0"}
-	start(t, p, "pebble", env, "-config", cfgFile, "-dnsserver", dns)
+	startLogged(t, p, "pebble", env, "-config", cfgFile, "-dnsserver", dns)
 	p.dir, p.mgmt = "https://"+listen+"/dir", mgmt
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -93,8 +93,8 @@ func startPebble(t *testing.T, httpPort, tlsPort int) *pebble {
 	return p
 }
 
-// start runs a command, its output into p's log, until the test ends.
-func start(t *testing.T, p *pebble, name string, env []string, args ...string) {
+// startLogged runs a command, its output into p's log, until the test ends.
+func startLogged(t *testing.T, p *pebble, name string, env []string, args ...string) {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -510,6 +510,15 @@ func TestACMERealApt(t *testing.T) {
 		if err != nil || want == nil || !bytes.Equal(got, want) {
 			t.Fatalf("downloaded %s differs from the published package (%v)", filepath.Base(f), err)
 		}
+	}
+	// apt checks the certificate: trusting the system's roots only, it fetches nothing.
+	untrusting := apttest.New(t, apttest.Options{
+		Sources: []apttest.Source{{URI: "https://" + hostA + "/", Suites: []string{"stable"}, Components: []string{"main"}}},
+		Extra:   []string{"Acquire::https::Proxy=http://" + proxy},
+	})
+	out, _ := untrusting.Cmd("update").CombinedOutput()
+	if !strings.Contains(string(out), "Certificate verification failed") || strings.Contains(string(out), "Get:") {
+		t.Fatalf("apt-get update without pebble's root did not fail on the certificate:\n%s", out)
 	}
 	if hosts := asked(); len(hosts) == 0 {
 		t.Fatal("apt made no CONNECT: it did not go over HTTPS")
