@@ -3,6 +3,7 @@ package edged
 import (
 	"errors"
 	"fmt"
+	"net/mail"
 	"net/url"
 	"os"
 	"strconv"
@@ -11,6 +12,16 @@ import (
 
 	"github.com/armor-apt/armor/internal/duration"
 	"github.com/armor-apt/armor/internal/tomlfile"
+)
+
+// DefaultACMECA is the ACME directory certificates come from unless acme_ca says
+// otherwise: Let's Encrypt's production one.
+const DefaultACMECA = "https://acme-v02.api.letsencrypt.org/directory"
+
+// The ACME challenges acme_challenge can choose.
+const (
+	ChallengeHTTP01    = "http-01"
+	ChallengeTLSALPN01 = "tls-alpn-01"
 )
 
 // TokenEnv is the environment variable holding controld's read-only token when no
@@ -62,6 +73,24 @@ type Config struct {
 	// instance of edged's own that serves ready connections first in, first out (a
 	// lower latency tail under load). Outside Linux it is always "go".
 	ConnPoller string `toml:"conn_poller"`
+	// TLSListen is the address of the public HTTPS listener; "" (the default) serves
+	// plain HTTP only. Each routed hostname gets a certificate from ACME the first time a
+	// client asks for it by SNI (tls.go); a hostname the routes feed does not list never
+	// gets one. Plain HTTP on Listen stays on: apt needs no HTTPS (InRelease is signed),
+	// and the CA's HTTP-01 validation is answered there.
+	TLSListen string `toml:"tls_listen"`
+	// ACMECA is the ACME directory URL that certificates come from (Let's Encrypt's
+	// production directory by default). Setting tls_listen agrees to its terms.
+	ACMECA string `toml:"acme_ca"`
+	// ACMEEmail is the contact address of the ACME account; "" registers none.
+	ACMEEmail string `toml:"acme_email"`
+	// ACMECARoot is a PEM file of root certificates to trust for acme_ca's own HTTPS,
+	// for a private CA (such as pebble in tests); "" trusts the system's roots.
+	ACMECARoot string `toml:"acme_ca_root"`
+	// ACMEChallenge limits validation to one challenge: "http-01" (the CA connects to
+	// port 80, the plain listener) or "tls-alpn-01" (port 443, the HTTPS listener).
+	// "" (the default) offers both.
+	ACMEChallenge string `toml:"acme_challenge"`
 	// Poll tunes the long poll of controld's routes feed.
 	Poll PollConfig `toml:"poll"`
 }
@@ -90,6 +119,7 @@ func Defaults() Config {
 		RequestTimeout:  duration.Duration(60 * time.Second),
 		ShutdownTimeout: duration.Duration(10 * time.Second),
 		ConnPoller:      "go",
+		ACMECA:          DefaultACMECA,
 		Poll: PollConfig{
 			Wait:       duration.Duration(30 * time.Second),
 			BackoffMin: duration.Duration(500 * time.Millisecond),
@@ -132,6 +162,7 @@ func (c Config) withDefaults() Config {
 	set(&c.Listen, d.Listen)
 	set(&c.AdminListen, d.AdminListen)
 	set(&c.ConnPoller, d.ConnPoller)
+	set(&c.ACMECA, d.ACMECA)
 	if c.CacheSize == 0 {
 		c.CacheSize = d.CacheSize
 	}
@@ -190,6 +221,32 @@ func (c Config) Validate() error {
 	}
 	if c.Poll.BackoffMin < 0 || c.Poll.BackoffMax < c.Poll.BackoffMin {
 		return fmt.Errorf("poll: backoff_min %s and backoff_max %s are not an increasing range", c.Poll.BackoffMin, c.Poll.BackoffMax)
+	}
+	return c.validateTLS()
+}
+
+// validateTLS checks the HTTPS keys: certificates are kept under state_dir, the CA is
+// an https URL, the contact an e-mail address.
+func (c Config) validateTLS() error {
+	if c.TLSListen == "" {
+		return nil
+	}
+	if c.StateDir == "" {
+		return errors.New("tls_listen: certificates are kept under state_dir, which is empty")
+	}
+	if c.ACMECA != "" {
+		u, err := url.Parse(c.ACMECA)
+		if err != nil || u.Scheme != "https" || u.Host == "" {
+			return fmt.Errorf("acme_ca: %q is not an https URL of an ACME directory", c.ACMECA)
+		}
+	}
+	if c.ACMEChallenge != "" && c.ACMEChallenge != ChallengeHTTP01 && c.ACMEChallenge != ChallengeTLSALPN01 {
+		return fmt.Errorf("acme_challenge: %q is neither %q nor %q", c.ACMEChallenge, ChallengeHTTP01, ChallengeTLSALPN01)
+	}
+	if c.ACMEEmail != "" {
+		if a, err := mail.ParseAddress(c.ACMEEmail); err != nil || a.Address != c.ACMEEmail {
+			return fmt.Errorf("acme_email: %q is not a bare e-mail address", c.ACMEEmail)
+		}
 	}
 	return nil
 }

@@ -44,6 +44,15 @@ func TestParseConfig(t *testing.T) {
 		{"wait over 60s", "controld = \"http://c:1\"\n[poll]\nwait = \"90s\"", nil, "poll.wait"},
 		{"edged's poller", "controld = \"http://c:1\"\nconn_poller = \"edged\"", func(c Config) bool { return c.ConnPoller == "edged" }, ""},
 		{"unknown poller", "controld = \"http://c:1\"\nconn_poller = \"io_uring\"", nil, "conn_poller"},
+		{"https off by default", `controld = "http://c:1"`, func(c Config) bool { return c.TLSListen == "" && c.ACMECA == DefaultACMECA }, ""},
+		{"https with a private CA", "controld = \"http://c:1\"\ntls_listen = \":443\"\nacme_ca = \"https://ca.test/dir\"\nacme_email = \"ops@example.org\"\nacme_ca_root = \"/etc/ca.pem\"", func(c Config) bool {
+			return c.TLSListen == ":443" && c.ACMECA == "https://ca.test/dir" && c.ACMEEmail == "ops@example.org" && c.ACMECARoot == "/etc/ca.pem"
+		}, ""},
+		{"https needs state_dir", "controld = \"http://c:1\"\ntls_listen = \":443\"\nstate_dir = \"\"", nil, "state_dir"},
+		{"acme_ca must be https", "controld = \"http://c:1\"\ntls_listen = \":443\"\nacme_ca = \"http://ca.test/dir\"", nil, "acme_ca"},
+		{"acme_email must be an address", "controld = \"http://c:1\"\ntls_listen = \":443\"\nacme_email = \"Ops <ops@example.org>\"", nil, "acme_email"},
+		{"one challenge", "controld = \"http://c:1\"\ntls_listen = \":443\"\nacme_challenge = \"tls-alpn-01\"", func(c Config) bool { return c.ACMEChallenge == ChallengeTLSALPN01 }, ""},
+		{"unknown challenge", "controld = \"http://c:1\"\ntls_listen = \":443\"\nacme_challenge = \"dns-01\"", nil, "acme_challenge"},
 		{"backoff inverted", "controld = \"http://c:1\"\n[poll]\nbackoff_min = \"1m\"\nbackoff_max = \"1s\"", nil, "backoff"},
 	}
 	for _, tt := range tests {

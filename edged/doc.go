@@ -6,8 +6,9 @@
 //
 // Use: New(cfg, store, logger) creates an Edge (loading routes kept on disk); Sync
 // keeps its routes in step with controld; Serve and ServeAdmin serve the public and
-// admin listeners; Run does all of that from a Config (opening the store with
-// cas.OpenRclone). Close releases the cache once they have returned.
+// admin listeners; EnableACME and ServeTLS add HTTPS with certificates by ACME for the
+// routed hostnames only (tls.go); Run does all of that from a Config (opening the store
+// with cas.OpenRclone). Close releases the cache once they have returned.
 //
 // Guarantees:
 //   - A site's whole path map is swapped at once (an atomic pointer to an immutable

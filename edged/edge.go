@@ -2,6 +2,7 @@ package edged
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +40,7 @@ type Edge struct {
 
 	table atomic.Pointer[table]
 	feed  feedHealth
+	acme  *acmeTLS // set by EnableACME; nil serves plain HTTP only
 
 	applyMu  sync.Mutex          // serialises apply
 	releases map[string]*release // loaded manifests by object digest; under applyMu
@@ -113,6 +115,9 @@ func (e *Edge) openAccessLog() error {
 // Close releases the cache and the access log. Call it after Serve and Sync returned.
 func (e *Edge) Close() error {
 	e.cancel()
+	if e.acme != nil {
+		e.acme.stop()
+	}
 	if e.objects != nil {
 		e.objects.close()
 	}
@@ -134,11 +139,22 @@ func (e *Edge) Version() uint64 {
 func (e *Edge) Handler() fasthttp.RequestHandler { return e.handle }
 
 // Serve serves the public listener until ctx is cancelled, then shuts down gracefully
-// (in-flight requests finish within Config.ShutdownTimeout) and returns nil.
+// (in-flight requests finish within Config.ShutdownTimeout) and returns nil. After
+// EnableACME it also answers the CA's HTTP-01 challenges for routed hostnames.
 func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
+	return e.serveListener(ctx, ln, e.plainHandler(), nil)
+}
+
+// serveListener serves handler on ln, over TLS when tlsCfg is not nil (then always in
+// Go's poller), and shuts down as Serve says.
+func (e *Edge) serveListener(ctx context.Context, ln net.Listener, handler fasthttp.RequestHandler, tlsCfg *tls.Config) error {
+	errorHandler := e.handleParseError
+	if tlsCfg != nil {
+		errorHandler = e.handleTLSError
+	}
 	srv := &fasthttp.Server{
-		Handler:                      e.handle,
-		ErrorHandler:                 e.handleParseError,
+		Handler:                      handler,
+		ErrorHandler:                 errorHandler,
 		Name:                         "armor-edged",
 		ReadBufferSize:               8 << 10,
 		WriteBufferSize:              64 << 10,
@@ -148,7 +164,10 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 		CloseOnShutdown:              true,
 		Logger:                       fasthttpLogger{e.logger},
 	}
-	inner, stop := e.connListener(ln)
+	inner, stop := ln, func() {}
+	if tlsCfg == nil {
+		inner, stop = e.connListener(ln)
+	}
 	// Closes the connections that outlive the shutdown timeout.
 	defer stop()
 	if inner == ln {
@@ -159,8 +178,14 @@ func (e *Edge) Serve(ctx context.Context, ln net.Listener) error {
 		srv.IdleTimeout = e.cfg.RequestTimeout.D()
 	}
 	tl := newTrackingListener(inner)
+	var served net.Listener = tl
+	if tlsCfg != nil {
+		// Tracking below TLS: a connection that has sent nothing, not even a
+		// ClientHello, is unused.
+		served = tls.NewListener(tl, tlsCfg)
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(tl) }()
+	go func() { errc <- srv.Serve(served) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve %s: %w", ln.Addr(), err)

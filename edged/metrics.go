@@ -21,6 +21,8 @@ type metrics struct {
 	pollErrors   prometheus.Counter
 	version      prometheus.Gauge
 	active       *prometheus.GaugeVec
+	handshakes   *prometheus.CounterVec // failed TLS handshakes, by reason
+	certs        *prometheus.CounterVec // certificate orders by ACME, by result
 }
 
 var (
@@ -59,8 +61,15 @@ func newMetrics() *metrics {
 	m.active = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "armor_edge_active_release", Help: "1 for each site's active release being served.",
 	}, []string{"site", "repository", "release"})
+	m.handshakes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "armor_edge_tls_handshake_failures_total",
+		Help: "TLS handshakes that failed: reason \"unrouted\" for a hostname (SNI) the edge does not route, \"other\" for the rest.",
+	}, []string{"reason"})
+	m.certs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "armor_edge_acme_certificates_total", Help: "Certificates asked of the ACME CA, by result (obtained, failed).",
+	}, []string{"result"})
 	m.reg.MustRegister(m.requests, m.hits, m.misses, m.bytes, m.fetchSeconds, m.storeErrors,
-		m.pollErrors, m.version, m.active,
+		m.pollErrors, m.version, m.active, m.handshakes, m.certs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for mi, method := range methodNames {
 		for si, status := range knownStatuses {

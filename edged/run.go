@@ -22,7 +22,8 @@ const (
 )
 
 // Run is the whole edge daemon: it opens cfg.Store (any rclone remote), creates the
-// Edge, listens on cfg.Listen and cfg.AdminListen, and syncs routes from controld until
+// Edge, listens on cfg.Listen and cfg.AdminListen (and cfg.TLSListen, with certificates
+// by ACME, when set), and syncs routes from controld until
 // ctx is cancelled; then it shuts the listeners down gracefully and returns nil. It
 // returns an error when something cannot start or a listener fails.
 func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
@@ -51,11 +52,28 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		ln.Close()
 		return fmt.Errorf("listen for admin: %w", err)
 	}
+	var tln net.Listener
+	if cfg.TLSListen != "" {
+		if tln, err = net.Listen("tcp", cfg.TLSListen); err != nil {
+			ln.Close()
+			aln.Close()
+			return fmt.Errorf("listen for HTTPS: %w", err)
+		}
+		if err := e.EnableACME(ln.Addr(), tln.Addr()); err != nil {
+			ln.Close()
+			aln.Close()
+			tln.Close()
+			return err
+		}
+	}
 	logger.Info("edged listening", "listen", ln.Addr().String(), "admin", aln.Addr().String(),
-		"controld", cfg.Controld, "store", rc.String(), "routes_version", e.Version())
+		"tls_listen", cfg.TLSListen, "controld", cfg.Controld, "store", rc.String(), "routes_version", e.Version())
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return e.Sync(gctx) })
 	g.Go(func() error { return e.Serve(gctx, ln) })
 	g.Go(func() error { return e.ServeAdmin(gctx, aln) })
+	if tln != nil {
+		g.Go(func() error { return e.ServeTLS(gctx, tln) })
+	}
 	return g.Wait()
 }
