@@ -367,6 +367,9 @@ func (c *checker) attribute() {
 		}
 		for _, pk := range m.Packages {
 			use(pk.Path, pk.SHA256, pk.Size)
+			for _, f := range pk.Files { // a source package's tarballs
+				use(f.Path, f.SHA256, f.Size)
+			}
 		}
 		for _, f := range m.Files {
 			use(f.Path, f.SHA256, f.Size)
