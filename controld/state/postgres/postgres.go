@@ -27,9 +27,9 @@ const connectTimeout = 10 * time.Second
 
 // Store is the PostgreSQL state store.
 type Store struct {
-	pool *pgxpool.Pool
-	cfg  *pgx.ConnConfig // for Watch's own connection
-	where string         // host:port/database, for messages (never the password)
+	pool  *pgxpool.Pool
+	cfg   *pgx.ConnConfig // for Watch's own connection
+	where string          // host:port/database, for messages (never the password)
 }
 
 // IsURL reports whether s names a PostgreSQL database (postgres:// or postgresql://).
