@@ -39,6 +39,8 @@ func loadTemplates(t *testing.T) templates {
 		switch {
 		case name == "controld.toml":
 			tp.controld, err = controld.LoadConfig(p)
+		case strings.HasPrefix(name, "controld-") && strings.HasSuffix(name, ".toml"):
+			_, err = controld.LoadConfig(p) // variants of controld.toml, such as a replica's
 		case name == "edged.toml":
 			tp.edged, err = edged.LoadConfig(p)
 		case strings.HasPrefix(name, "armor") && strings.HasSuffix(name, ".toml"):

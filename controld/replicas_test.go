@@ -307,3 +307,56 @@ func TestRunDatabaseUnreachable(t *testing.T) {
 		t.Fatalf("run = %v, want an error saying %s/armor is unreachable", err, addr)
 	}
 }
+
+// TestReplicaGCExclusion: the collector's exclusions hold across replicas: while another
+// process deletes objects, a recording waits; while it collects, a collection asked here
+// is refused as busy.
+func TestReplicaGCExclusion(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.Database(t)
+	rs := startReplicas(t, db, 1)
+	a := rs.r[0]
+	other, err := postgres.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := a.admin.CreateRepo(ctx, api.CreateRepoRequest{Name: "demo", Keys: []string{publicKey(t, rs.key)}}); err != nil {
+		t.Fatal(err)
+	}
+	_, sum := rs.release("demo", "", "1.0")
+	release, err := other.HoldDeletion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.admin.RecordRelease(ctx, "demo", sum, true, "")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		release()
+		t.Fatalf("a release was recorded while another replica deleted objects (err %v)", err)
+	case <-time.After(time.Second):
+	}
+	release()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("record after the deletion ended: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the recording did not go on after the deletion ended")
+	}
+
+	stop, ok, err := other.TryCollect(ctx)
+	if err != nil || !ok {
+		t.Fatalf("collect lock: %v, %v", ok, err)
+	}
+	defer stop()
+	_, err = a.admin.GC(ctx, true)
+	if e := wantStatus(t, err, http.StatusConflict); e.Code != api.CodeBusy {
+		t.Errorf("gc while another replica collects: %s, want %s", e.Code, api.CodeBusy)
+	}
+}

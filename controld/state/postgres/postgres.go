@@ -28,6 +28,7 @@ const connectTimeout = 10 * time.Second
 // Store is the PostgreSQL state store.
 type Store struct {
 	pool  *pgxpool.Pool
+	locks *pgxpool.Pool   // connections holding advisory locks (locks.go)
 	cfg   *pgx.ConnConfig // for Watch's own connection
 	where string          // host:port/database, for messages (never the password)
 }
@@ -54,12 +55,19 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state database %s: %w", s.where, redact(err))
 	}
-	if err := s.pool.Ping(ctx); err != nil {
+	lc := pc.Copy()
+	lc.MaxConns = max(lc.MaxConns, 16)
+	lc.MinConns = 0
+	if s.locks, err = pgxpool.NewWithConfig(ctx, lc); err != nil {
 		s.pool.Close()
+		return nil, fmt.Errorf("state database %s: %w", s.where, redact(err))
+	}
+	if err := s.pool.Ping(ctx); err != nil {
+		s.Close()
 		return nil, fmt.Errorf("state database %s is unreachable: %w", s.where, classify(err))
 	}
 	if err := migrate(ctx, s.pool); err != nil {
-		s.pool.Close()
+		s.Close()
 		return nil, fmt.Errorf("state database %s: %w", s.where, classify(err))
 	}
 	return s, nil
@@ -77,6 +85,7 @@ func redact(err error) error {
 // Close closes the connections.
 func (s *Store) Close() error {
 	s.pool.Close()
+	s.locks.Close()
 	return nil
 }
 

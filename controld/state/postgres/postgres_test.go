@@ -159,3 +159,56 @@ func TestWatch(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestLocks: the collector's locks hold across stores (processes) on one database:
+// recordings share theirs, deletion excludes them, one collection at a time.
+func TestLocks(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.Database(t)
+	a, b := open(t, url), open(t, url)
+	short := func() context.Context {
+		c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		t.Cleanup(cancel)
+		return c
+	}
+	relA, err := a.HoldRecording(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relB, err := b.HoldRecording(short())
+	if err != nil {
+		t.Fatalf("a second recording waited for the first: %v", err)
+	}
+	if _, err := b.HoldDeletion(short()); err == nil {
+		t.Fatal("deletion was let in while recordings run")
+	}
+	relA()
+	relB()
+	del, err := b.HoldDeletion(short())
+	if err != nil {
+		t.Fatalf("deletion after the recordings ended: %v", err)
+	}
+	if _, err := a.HoldRecording(short()); err == nil {
+		t.Fatal("a recording was let in during a deletion")
+	}
+	del()
+	if rel, err := a.HoldRecording(short()); err != nil {
+		t.Fatalf("recording after the deletion: %v", err)
+	} else {
+		rel()
+	}
+
+	stop, ok, err := a.TryCollect(ctx)
+	if err != nil || !ok {
+		t.Fatalf("first collection: %v, %v", ok, err)
+	}
+	if _, ok, err := b.TryCollect(ctx); err != nil || ok {
+		t.Fatalf("second collection at once: ok %v, %v; want refused", ok, err)
+	}
+	stop()
+	if stop, ok, err := b.TryCollect(ctx); err != nil || !ok {
+		t.Fatalf("collection after the first ended: %v, %v", ok, err)
+	} else {
+		stop()
+	}
+}
