@@ -109,7 +109,8 @@ func classify(err error) error {
 	}
 	var schema *SchemaTooNewError
 	var decode *decodeError
-	if errors.As(err, &schema) || errors.As(err, &decode) {
+	var scan pgx.ScanArgError
+	if errors.As(err, &schema) || errors.As(err, &decode) || errors.As(err, &scan) {
 		return err
 	}
 	var pe *pgconn.PgError
