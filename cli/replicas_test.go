@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -100,5 +101,11 @@ func TestReplicasOnPostgres(t *testing.T) {
 	}
 	if got := readAll(resp); resp.StatusCode != 200 || !bytes.Equal(got, want) {
 		t.Errorf("edge with controld's database down: %d\n%s", resp.StatusCode, got)
+	}
+
+	// 5. A controld started while the database is down exits at once, saying where.
+	out, err = armorErr(work, nil, "controld", "--listen", freeAddr(t), "--database", db+"&connect_timeout=3", "--store", cas)
+	if err == nil || !strings.Contains(out, "unreachable") || !strings.Contains(out, fmt.Sprintf("127.0.0.1:%d/", pg.Port())) {
+		t.Errorf("controld on a database that is down: %v\n%s", err, out)
 	}
 }

@@ -98,6 +98,11 @@ func TestUnreachable(t *testing.T) {
 	if err := st.CreateToken(ctx, state.Token{Name: "a", Hash: "h"}); err != nil {
 		t.Fatal(err)
 	}
+	woke := make(chan struct{}, 64)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go st.Watch(watchCtx, func() { woke <- struct{}{} }, nil)
+	waitWake(t, woke, "Watch did not connect")
 	srv.Stop()
 	_, err := st.TokenByHash(ctx, "h")
 	if !errors.Is(err, state.ErrUnavailable) {
@@ -127,6 +132,25 @@ func TestUnreachable(t *testing.T) {
 			t.Fatalf("token lookup after the restart: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// Watch is back on the restarted server: it tells once on reconnecting (what it
+	// missed), then of a bump by another store.
+	waitWake(t, woke, "Watch did not reconnect after the restart")
+	for len(woke) > 0 {
+		<-woke
+	}
+	if _, err := open(t, url).BumpVersion(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitWake(t, woke, "Watch missed a bump after the restart")
+}
+
+func waitWake(t *testing.T, woke <-chan struct{}, msg string) {
+	t.Helper()
+	select {
+	case <-woke:
+	case <-time.After(30 * time.Second):
+		t.Fatal(msg)
 	}
 }
 
