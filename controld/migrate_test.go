@@ -167,6 +167,17 @@ func TestMigrateRefuses(t *testing.T) {
 		t.Errorf("a refused migration left repositories: %+v", repos)
 	}
 
+	// A controld running on the file holds its lock: migrate says to stop it.
+	running, err := bolt.Open(filepath.Join(dir, controld.DBFile), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = controld.Migrate(ctx, "bolt:"+dir, pgtest.Database(t))
+	running.Close()
+	if !errors.Is(err, bolt.ErrLocked) || !strings.Contains(err.Error(), "stop controld first") {
+		t.Errorf("migrate from a file in use: %v, want ErrLocked saying to stop controld", err)
+	}
+
 	empty := t.TempDir()
 	for _, tc := range []struct{ from, to, want string }{
 		{"bolt:" + empty, db, "no controld state"},
