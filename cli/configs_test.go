@@ -21,6 +21,7 @@ import (
 // templates are configs/ loaded with the parsers of the programs that read them.
 type templates struct {
 	controld controld.Config
+	variants map[string]controld.Config // controld-*.toml by file name
 	edged    edged.Config
 	armor    map[string]*config.File // by file name
 	units    map[string]unit         // by file name
@@ -30,7 +31,7 @@ type templates struct {
 // knows how to read fails, so a new template is never left unchecked.
 func loadTemplates(t *testing.T) templates {
 	t.Helper()
-	tp := templates{armor: map[string]*config.File{}, units: map[string]unit{}}
+	tp := templates{armor: map[string]*config.File{}, units: map[string]unit{}, variants: map[string]controld.Config{}}
 	err := filepath.WalkDir("../configs", func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -39,6 +40,8 @@ func loadTemplates(t *testing.T) templates {
 		switch {
 		case name == "controld.toml":
 			tp.controld, err = controld.LoadConfig(p)
+		case strings.HasPrefix(name, "controld-") && strings.HasSuffix(name, ".toml"):
+			tp.variants[name], err = controld.LoadConfig(p) // variants of controld.toml, such as a replica's
 		case name == "edged.toml":
 			tp.edged, err = edged.LoadConfig(p)
 		case strings.HasPrefix(name, "armor") && strings.HasSuffix(name, ".toml"):
@@ -415,7 +418,8 @@ func checkEdgeToken(t *testing.T, name string, u unit, cfg edged.Config) {
 }
 
 // TestConfigsTokenDataDir checks that every documented offline token command works on
-// the data directory controld.toml gives controld.
+// the data directory controld.toml gives controld, or on the database a variant of it
+// (controld-*.toml) names.
 func TestConfigsTokenDataDir(t *testing.T) {
 	tp := loadTemplates(t)
 	files := []string{"../README.md", "../configs/controld.toml", "../configs/armor-controld.service"}
@@ -426,6 +430,16 @@ func TestConfigsTokenDataDir(t *testing.T) {
 				continue
 			}
 			found++
+			if db := flagValue(c.args, "--database"); db != "" {
+				known := false
+				for _, v := range tp.variants {
+					known = known || v.Database == db
+				}
+				if !known {
+					t.Errorf("%s: armor controld token --database %q, but no configs/controld-*.toml names that database", c.where, db)
+				}
+				continue
+			}
 			if dir := flagValue(c.args, "--data-dir"); dir != tp.controld.DataDir {
 				t.Errorf("%s: armor controld token --data-dir %q, but controld.toml's data_dir is %q", c.where, dir, tp.controld.DataDir)
 			}

@@ -12,8 +12,9 @@ import (
 
 // ControldCmd runs or administers the control daemon.
 type ControldCmd struct {
-	Run   ControldRunCmd   `cmd:"" default:"withargs" help:"Run the control daemon."`
-	Token ControldTokenCmd `cmd:"" help:"Create a token offline, in the data directory (how the first admin token is made)."`
+	Run     ControldRunCmd     `cmd:"" default:"withargs" help:"Run the control daemon."`
+	Token   ControldTokenCmd   `cmd:"" help:"Create a token offline, in the data directory or the database (how the first admin token is made)."`
+	Migrate ControldMigrateCmd `cmd:"" help:"Copy controld's state from a bbolt file into an empty PostgreSQL database."`
 }
 
 // ControldRunCmd runs controld.
@@ -21,6 +22,7 @@ type ControldRunCmd struct {
 	ConfigFile string `name:"config-file" help:"controld.toml." type:"existingfile"`
 	Listen     string `help:"Listen address (overrides the file)."`
 	DataDir    string `help:"Data directory (overrides the file)."`
+	Database   string `help:"State in PostgreSQL, a postgres:// URL (overrides the file; the password from PGPASSWORD or ~/.pgpass)."`
 	Store      string `help:"Object store, an rclone remote (overrides the file)."`
 	TLSCert    string `name:"tls-cert" help:"TLS certificate (PEM)."`
 	TLSKey     string `name:"tls-key" help:"TLS key (PEM)."`
@@ -38,6 +40,7 @@ func (c *ControldRunCmd) Run(g *Globals) error {
 	}
 	override(&cfg.Listen, c.Listen)
 	override(&cfg.DataDir, c.DataDir)
+	override(&cfg.Database, c.Database)
 	override(&cfg.Store, c.Store)
 	override(&cfg.TLSCert, c.TLSCert)
 	override(&cfg.TLSKey, c.TLSKey)
@@ -46,15 +49,16 @@ func (c *ControldRunCmd) Run(g *Globals) error {
 
 // ControldTokenCmd creates a token offline.
 type ControldTokenCmd struct {
-	DataDir string   `help:"controld's data directory." required:""`
-	Name    string   `arg:"" help:"Token name."`
-	Scope   []string `name:"for" help:"Repositories, or '*'." default:"*"`
-	Action  []string `help:"Actions: read, push, activate, admin." default:"admin" enum:"read,push,activate,admin"`
+	DataDir  string   `help:"controld's data directory (its bbolt state)." xor:"state" required:""`
+	Database string   `help:"controld's PostgreSQL state, a postgres:// URL (the password from PGPASSWORD or ~/.pgpass)." xor:"state" required:""`
+	Name     string   `arg:"" help:"Token name."`
+	Scope    []string `name:"for" help:"Repositories, or '*'." default:"*"`
+	Action   []string `help:"Actions: read, push, activate, admin." default:"admin" enum:"read,push,activate,admin"`
 }
 
 // Run creates the token and prints its secret.
 func (c *ControldTokenCmd) Run(g *Globals) error {
-	secret, err := controld.CreateToken(c.DataDir, c.Name, c.Scope, c.Action)
+	secret, err := controld.CreateTokenIn(g.ctx, c.Database, c.DataDir, c.Name, c.Scope, c.Action)
 	if err != nil {
 		return err
 	}
@@ -105,4 +109,20 @@ func newLogger(g *Globals, format string) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(g.stderr, nil))
 	}
 	return slog.New(slog.NewTextHandler(g.stderr, nil))
+}
+
+// ControldMigrateCmd copies controld's state from bbolt into PostgreSQL.
+type ControldMigrateCmd struct {
+	From string `help:"The state to copy: bolt:PATH (controld.db, or the data directory holding it)." required:""`
+	To   string `help:"The empty PostgreSQL database to copy it into, a postgres:// URL (the password from PGPASSWORD or ~/.pgpass)." required:""`
+}
+
+// Run copies the state and says what it copied.
+func (c *ControldMigrateCmd) Run(g *Globals) error {
+	m, err := controld.Migrate(g.ctx, c.From, c.To)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "migrated %s\n", m)
+	return nil
 }

@@ -8,8 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -109,14 +107,17 @@ func makeToken(name string, repos, actions []string, by string, at time.Time) (s
 // how the first admin token is made. repositories are names or "*"; actions are read,
 // push, activate and admin. It returns the secret, which is stored only as a hash.
 func CreateToken(dataDir, name string, repositories, actions []string) (string, error) {
+	return CreateTokenIn(context.Background(), "", dataDir, name, repositories, actions)
+}
+
+// CreateTokenIn is CreateToken in the state that OpenState(database, dataDir) opens: with
+// a PostgreSQL database, controld replicas may be running meanwhile.
+func CreateTokenIn(ctx context.Context, database, dataDir, name string, repositories, actions []string) (string, error) {
 	tok, secret, err := makeToken(name, repositories, actions, "offline", time.Now())
 	if err != nil {
 		return "", fmt.Errorf("create token: %w", err)
 	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return "", fmt.Errorf("create token: %w", err)
-	}
-	st, err := bolt.Open(filepath.Join(dataDir, DBFile), nil)
+	st, err := OpenState(ctx, database, dataDir)
 	if err != nil {
 		if errors.Is(err, bolt.ErrLocked) {
 			return "", fmt.Errorf("create token: %w (controld is running: create the token through the API)", err)
@@ -124,7 +125,7 @@ func CreateToken(dataDir, name string, repositories, actions []string) (string, 
 		return "", fmt.Errorf("create token: %w", err)
 	}
 	defer st.Close()
-	if err := st.CreateToken(context.Background(), tok); err != nil {
+	if err := st.CreateToken(ctx, tok); err != nil {
 		return "", fmt.Errorf("create token: %w", err)
 	}
 	if err := st.Close(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/armor-apt/armor/internal/tomlfile"
 
 	"github.com/armor-apt/armor/controld/api"
+	"github.com/armor-apt/armor/controld/state/postgres"
 )
 
 // Defaults of Config.
@@ -27,8 +28,13 @@ const (
 type Config struct {
 	// Listen is the TCP address of the API (default 127.0.0.1:7380).
 	Listen string `toml:"listen"`
-	// DataDir holds the state database (controld.db). Required by Run.
+	// DataDir holds the state database (controld.db). Run requires it unless Database
+	// is set.
 	DataDir string `toml:"data_dir"`
+	// Database, a postgres:// URL, keeps the state in PostgreSQL instead of bbolt under
+	// DataDir: several controld replicas may then share it. Keep the password out of
+	// the file: PGPASSWORD or ~/.pgpass supply it.
+	Database string `toml:"database"`
 	// Store is the object store as an rclone remote: a local path, "s3:bucket/prefix",
 	// a connection string, or a remote from rclone.conf. Required by Run.
 	Store string `toml:"store"`
@@ -144,6 +150,8 @@ func (c Config) check() error {
 		return errors.New("gc_interval, gc_grace and gc_keep_drafts must not be negative")
 	case c.GCKeepLast < 0:
 		return errors.New("gc_keep_last must not be negative")
+	case c.Database != "" && !postgres.IsURL(c.Database):
+		return errors.New("database must be a postgres:// (or postgresql://) URL; leave it out to keep the state in data_dir")
 	}
 	return nil
 }

@@ -46,6 +46,9 @@ func TestParseConfig(t *testing.T) {
 		}},
 		{"negative gc grace", `gc_grace = "-1h"`, "gc_grace", nil},
 		{"negative gc keep", `gc_keep_last = -1`, "gc_keep_last", nil},
+		{"postgres database", `database = "postgres://armor@db:5432/armor"`, "", func(c controld.Config) bool { return c.Database == "postgres://armor@db:5432/armor" }},
+		{"postgresql scheme", `database = "postgresql:///armor?host=/run/postgresql"`, "", func(c controld.Config) bool { return c.Database != "" }},
+		{"database not a postgres URL", `database = "/var/lib/armor/controld.db"`, "database must be a postgres:// (or postgresql://) URL", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -67,7 +70,7 @@ func TestParseConfig(t *testing.T) {
 }
 
 func FuzzParseConfig(f *testing.F) {
-	for _, s := range []string{"", `listen = "a:1"`, "retention = \"1h\"\nmax_body = 5", "[x]\ny=1", `store = 7`} {
+	for _, s := range []string{"", `listen = "a:1"`, "retention = \"1h\"\nmax_body = 5", "[x]\ny=1", `store = 7`, `database = "postgres://a@b/c"`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

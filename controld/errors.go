@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/state"
@@ -22,7 +24,12 @@ type Error struct {
 	// RolledBack, on a refused activation: the release that was rolled back.
 	RolledBack *api.RolledBack
 	Err        error // the cause, logged but not sent
+	// RetryAfter, when set, is sent as Retry-After (whole seconds).
+	RetryAfter time.Duration
 }
+
+// stateRetryAfter is the Retry-After of a 503 while the state database is unreachable.
+const stateRetryAfter = 5 * time.Second
 
 func (e *Error) Error() string { return e.Message }
 func (e *Error) Unwrap() error { return e.Err }
@@ -76,6 +83,9 @@ func toAPIError(err error) *Error {
 	case errors.Is(err, state.ErrUnknownParent):
 		return &Error{Status: http.StatusUnprocessableEntity, Code: api.CodeInvalidRelease,
 			Message: err.Error() + ": build from the manifest of a recorded release", Err: err}
+	case errors.Is(err, state.ErrUnavailable):
+		return &Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable,
+			Message: "the state database is unavailable; retry later", RetryAfter: stateRetryAfter, Err: err}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &Error{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable, Message: "request cancelled", Err: err}
 	default:
@@ -88,6 +98,9 @@ func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err er
 	e := toAPIError(err)
 	if e.Status >= 500 {
 		log.Error("request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", err)
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(e.RetryAfter.Round(time.Second)/time.Second)))
 	}
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="controld"`)

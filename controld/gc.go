@@ -46,8 +46,9 @@ import (
 // verified is refused (422, the object is missing), never recorded incomplete; running
 // armor push again uploads the object (the push forgets what it believed stored).
 //
-// The lock is in this process: one controld owns the store's collection. Replicas on a
-// shared database would need the lock in the database.
+// The locks are in this process and, when the state store is shared by replicas
+// (sharedLocks: PostgreSQL's advisory locks), in the database too: then a recording on
+// one replica excludes deletion by another, and one collection runs at a time over all.
 const (
 	DefaultGCGrace      = 24 * time.Hour
 	DefaultGCKeepLast   = 3
@@ -64,11 +65,43 @@ type gcState struct {
 	record sync.RWMutex // read: verifying and recording a release; write: deleting objects
 }
 
+// sharedLocks is a state store shared by several processes that extends the
+// collector's exclusions to all of them.
+type sharedLocks interface {
+	// HoldRecording takes the recording lock shared; HoldDeletion exclusively.
+	HoldRecording(ctx context.Context) (release func(), err error)
+	HoldDeletion(ctx context.Context) (release func(), err error)
+	// TryCollect takes the collection lock unless another process holds it (ok false).
+	TryCollect(ctx context.Context) (release func(), ok bool, err error)
+}
+
 // holdRecording keeps the collector from deleting objects until the returned function
 // is called. recordRelease holds it from verification to the recording.
-func (s *Server) holdRecording() func() {
+func (s *Server) holdRecording(ctx context.Context) (func(), error) {
 	s.gc.record.RLock()
-	return s.gc.record.RUnlock
+	if l, ok := s.st.(sharedLocks); ok {
+		release, err := l.HoldRecording(ctx)
+		if err != nil {
+			s.gc.record.RUnlock()
+			return nil, err
+		}
+		return func() { release(); s.gc.record.RUnlock() }, nil
+	}
+	return s.gc.record.RUnlock, nil
+}
+
+// holdDeletion excludes every recording until the returned function is called.
+func (s *Server) holdDeletion(ctx context.Context) (func(), error) {
+	s.gc.record.Lock()
+	if l, ok := s.st.(sharedLocks); ok {
+		release, err := l.HoldDeletion(ctx)
+		if err != nil {
+			s.gc.record.Unlock()
+			return nil, err
+		}
+		return func() { release(); s.gc.record.Unlock() }, nil
+	}
+	return s.gc.record.Unlock, nil
 }
 
 // policy is the keep policy of the collector.
@@ -86,6 +119,16 @@ func (s *Server) collect(ctx context.Context, dryRun bool, by string) (api.GCRep
 		return api.GCReport{}, errGCBusy
 	}
 	defer s.gc.run.Unlock()
+	if l, ok := s.st.(sharedLocks); ok {
+		release, ok, err := l.TryCollect(ctx)
+		if err != nil {
+			return api.GCReport{}, err
+		}
+		if !ok {
+			return api.GCReport{}, errGCBusy
+		}
+		defer release()
+	}
 	c := &collection{s: s, by: by, refs: map[string]bool{}, seen: map[string]bool{}}
 	c.rep = api.GCReport{DryRun: dryRun, StartedAt: s.now().UTC(), Grace: duration.Duration(s.cfg.GCGrace.D()), Releases: []api.GCRelease{}}
 	start := time.Now()
@@ -258,8 +301,11 @@ func (c *collection) sweep(ctx context.Context, garbage []store.Listed) error {
 }
 
 func (c *collection) sweepBatch(ctx context.Context, batch []store.Listed) error {
-	c.s.gc.record.Lock()
-	defer c.s.gc.record.Unlock()
+	release, err := c.s.holdDeletion(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	if err := c.mark(ctx); err != nil {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/controld/state/bolt"
+	"github.com/armor-apt/armor/internal/testkit/pgtest"
 	"github.com/armor-apt/armor/store"
 )
 
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChild())
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
 // runChild is the daemon process of the subprocess tests: controld.Run with the data

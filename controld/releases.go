@@ -33,7 +33,11 @@ func (s *Server) recordRelease(c *call) error {
 	if req.ExpectActive != "" && !manifest.ValidDigest(req.ExpectActive) {
 		return badRequest("expect_active %q is not a release id", req.ExpectActive)
 	}
-	defer s.holdRecording()() // no object is collected between verifying and recording
+	release, err := s.holdRecording(c.ctx()) // no object is collected between verifying and recording
+	if err != nil {
+		return err
+	}
+	defer release()
 	repo, err := s.st.Repository(c.ctx(), name)
 	if err != nil {
 		return err

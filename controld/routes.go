@@ -36,6 +36,15 @@ func (n *notifier) broadcast() {
 	n.ch = make(chan struct{})
 }
 
+// changeWatcher is a state store shared by several processes that tells of changes
+// any of them made (PostgreSQL, through LISTEN/NOTIFY). Serve runs Watch so that a
+// routes long poll on one replica wakes when another replica flips.
+type changeWatcher interface {
+	// Watch calls changed after each change until ctx ends, and onError on each
+	// failure to listen (it keeps retrying).
+	Watch(ctx context.Context, changed func(), onError func(error))
+}
+
 // routes serves the routes feed: at once without If-None-Match or when the version
 // differs from it, else after the version changes or 304 when wait seconds pass.
 func (s *Server) routes(c *call) error {

@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/armor-apt/armor/controld/state"
 	"github.com/armor-apt/armor/controld/state/bolt"
+	"github.com/armor-apt/armor/controld/state/postgres"
 	"github.com/armor-apt/armor/store"
 )
 
-// Run is the control daemon: it opens the state database under cfg.DataDir and the
+// Run is the control daemon: it opens the state (cfg.Database, else under cfg.DataDir) and the
 // object store cfg.Store, listens on cfg.Listen and serves until ctx is cancelled, then
 // shuts down gracefully. It logs "controld listening" with the address once it accepts
 // connections.
@@ -26,16 +28,13 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err := cfg.check(); err != nil {
 		return fmt.Errorf("controld config: %w", err)
 	}
-	if cfg.DataDir == "" {
-		return errors.New("controld config: data_dir is required")
+	if cfg.DataDir == "" && cfg.Database == "" {
+		return errors.New("controld config: data_dir is required (or database, a postgres:// URL)")
 	}
 	if cfg.Store == "" {
 		return errors.New("controld config: store is required (an rclone remote, such as a local path or s3:bucket/prefix)")
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return fmt.Errorf("create data dir: %w", err)
-	}
-	st, err := bolt.Open(filepath.Join(cfg.DataDir, DBFile), nil)
+	st, err := OpenState(ctx, cfg.Database, cfg.DataDir)
 	if err != nil {
 		return err
 	}
@@ -53,8 +52,41 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	logger.Info("controld listening", "addr", ln.Addr().String(), "tls", cfg.TLSCert != "",
-		"data_dir", cfg.DataDir, "store", cas.String())
+		"state", st.String(), "store", cas.String())
 	err = s.Serve(ctx, ln)
 	logger.Info("controld stopped")
 	return err
 }
+
+// StateStore is a state store that the caller closes.
+type StateStore interface {
+	state.Store
+	Close() error
+	String() string
+}
+
+// OpenState opens the state: the PostgreSQL database at database when it is set, else
+// the bbolt file under dataDir (made if missing).
+func OpenState(ctx context.Context, database, dataDir string) (StateStore, error) {
+	if database != "" {
+		if !postgres.IsURL(database) {
+			return nil, errors.New("database must be a postgres:// (or postgresql://) URL")
+		}
+		return postgres.Open(ctx, database)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	st, err := bolt.Open(filepath.Join(dataDir, DBFile), nil)
+	if err != nil {
+		return nil, err
+	}
+	return boltState{st, filepath.Join(dataDir, DBFile)}, nil
+}
+
+type boltState struct {
+	*bolt.Store
+	path string
+}
+
+func (b boltState) String() string { return "bbolt " + b.path }

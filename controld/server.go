@@ -74,6 +74,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer stopWatch()
 	go s.watchExpiry(watchCtx, expiryInterval)
 	go s.cleanTemp(watchCtx, tempCleanInterval)
+	if w, ok := s.st.(changeWatcher); ok {
+		go w.Watch(watchCtx, s.changes.broadcast, func(err error) {
+			s.log.Warn("listen for changes of other replicas", "err", err)
+		})
+	}
 	if s.cfg.GCInterval > 0 {
 		go s.scheduleGC(watchCtx, s.cfg.GCInterval.D())
 	}

@@ -221,7 +221,7 @@ const (
 	CodeInvalidRelease = "invalid_release"   // 422: the release failed verification
 	CodeInternal       = "internal"          // 500
 	CodeStore          = "store_unavailable" // 502: the object store could not answer
-	CodeUnavailable    = "unavailable"       // 503: shutting down
+	CodeUnavailable    = "unavailable"       // 503: shutting down, or the state database is unreachable (Retry-After)
 )
 
 // Error is the body of every error answer, inside ErrorBody.

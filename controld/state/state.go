@@ -25,6 +25,9 @@ var (
 	ErrUnknownParent = errors.New("parent release is not recorded")
 	// ErrNoPrevious: a rollback was asked but no release was active before the current one.
 	ErrNoPrevious = errors.New("no previously active release to roll back to")
+	// ErrUnavailable: the store cannot be reached now (a database server down or
+	// unreachable); nothing changed, and the same call may succeed later.
+	ErrUnavailable = errors.New("state store is unavailable")
 )
 
 // ConflictError is a lost compare-and-swap on a repository's active pointer.

@@ -1,0 +1,132 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/armor-apt/armor/controld/state"
+)
+
+// Contents is everything a state store holds, as the state.Store interface reads it: what
+// a migration from another store copies.
+type Contents struct {
+	Version      uint64
+	Repositories []RepositoryContents
+	Tokens       []state.Token
+}
+
+// RepositoryContents is one repository with its records.
+type RepositoryContents struct {
+	state.Repository
+	Releases   []state.Release    // in recording order
+	History    []state.Activation // oldest first
+	Deleted    []state.Deleted
+	RolledBack []state.RolledBack
+}
+
+// ReadContents reads every record of st. Run it on a store no one writes meanwhile.
+func ReadContents(ctx context.Context, st state.Store) (Contents, error) {
+	snap, err := st.Snapshot(ctx)
+	if err != nil {
+		return Contents{}, fmt.Errorf("read repositories: %w", err)
+	}
+	c := Contents{Version: snap.Version}
+	for _, r := range snap.Repositories {
+		rc := RepositoryContents{Repository: r}
+		if rc.Releases, err = st.Releases(ctx, r.Name); err != nil {
+			return Contents{}, fmt.Errorf("repository %s: releases: %w", r.Name, err)
+		}
+		if rc.History, err = st.History(ctx, r.Name); err != nil {
+			return Contents{}, fmt.Errorf("repository %s: history: %w", r.Name, err)
+		}
+		if rc.Deleted, err = st.DeletedReleases(ctx, r.Name); err != nil {
+			return Contents{}, fmt.Errorf("repository %s: deleted releases: %w", r.Name, err)
+		}
+		if rc.RolledBack, err = st.RolledBack(ctx, r.Name); err != nil {
+			return Contents{}, fmt.Errorf("repository %s: rolled-back releases: %w", r.Name, err)
+		}
+		c.Repositories = append(c.Repositories, rc)
+	}
+	if c.Tokens, err = st.Tokens(ctx); err != nil {
+		return Contents{}, fmt.Errorf("read tokens: %w", err)
+	}
+	return c, nil
+}
+
+// ErrNotEmpty: Import was asked to write into a database that holds state already.
+var ErrNotEmpty = errors.New("the database already holds controld state")
+
+// Import writes c, record for record (sequence numbers, active pointers, marks and
+// all), into the store in one transaction. The store must hold no repository and no
+// token (ErrNotEmpty); the routes version becomes c's, so edges that polled the old
+// store see the same routes under the same version.
+func (s *Store) Import(ctx context.Context, c Contents) error {
+	return s.write(ctx, func(tx pgx.Tx) error {
+		var repos, tokens int
+		if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM repositories), (SELECT count(*) FROM tokens)`).Scan(&repos, &tokens); err != nil {
+			return err
+		}
+		if repos > 0 || tokens > 0 {
+			return fmt.Errorf("%w (%d repositories, %d tokens): migrate into an empty database", ErrNotEmpty, repos, tokens)
+		}
+		for _, rc := range c.Repositories {
+			if err := importRepository(ctx, tx, rc); err != nil {
+				return fmt.Errorf("repository %s: %w", rc.Name, err)
+			}
+		}
+		for _, t := range c.Tokens {
+			if _, err := tx.Exec(ctx, `INSERT INTO tokens (name, hash, doc) VALUES ($1, $2, $3)`, t.Name, t.Hash, encode(t)); err != nil {
+				return fmt.Errorf("token %s: %w", t.Name, err)
+			}
+		}
+		_, err := tx.Exec(ctx, `UPDATE armor_meta SET routes_version = greatest(routes_version, $1) WHERE id = 1`, int64(c.Version))
+		return err
+	})
+}
+
+func importRepository(ctx context.Context, tx pgx.Tx, rc RepositoryContents) error {
+	seq := uint64(0)
+	for _, rel := range rc.Releases {
+		seq = max(seq, rel.Seq)
+	}
+	for _, d := range rc.Deleted {
+		seq = max(seq, d.Release.Seq)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO repositories (name, release_seq, doc) VALUES ($1, $2, $3)`,
+		rc.Name, int64(seq), encode(rc.Repository)); err != nil {
+		return err
+	}
+	for _, h := range rc.Hostnames {
+		if _, err := tx.Exec(ctx, `INSERT INTO hostnames (hostname, repository) VALUES ($1, $2)`, h, rc.Name); err != nil {
+			return fmt.Errorf("hostname %s: %w", h, err)
+		}
+	}
+	for _, rel := range rc.Releases {
+		if _, err := tx.Exec(ctx, `INSERT INTO releases (repository, id, seq, doc) VALUES ($1, $2, $3, $4)`,
+			rc.Name, rel.ID, int64(rel.Seq), encode(rel)); err != nil {
+			return fmt.Errorf("release %s: %w", rel.ID, err)
+		}
+	}
+	for _, a := range rc.History {
+		if _, err := tx.Exec(ctx, `INSERT INTO history (repository, seq, doc) VALUES ($1, $2, $3)`,
+			rc.Name, int64(a.Seq), encode(a)); err != nil {
+			return fmt.Errorf("history entry %d: %w", a.Seq, err)
+		}
+	}
+	for _, d := range rc.Deleted {
+		if _, err := tx.Exec(ctx, `INSERT INTO deleted_releases (repository, id, doc) VALUES ($1, $2, $3)`,
+			rc.Name, d.Release.ID, encode(d)); err != nil {
+			return fmt.Errorf("deleted release %s: %w", d.Release.ID, err)
+		}
+	}
+	for _, m := range rc.RolledBack {
+		if _, err := tx.Exec(ctx, `INSERT INTO rolled_back (repository, release, doc) VALUES ($1, $2, $3)`,
+			rc.Name, m.Release, encode(m)); err != nil {
+			return fmt.Errorf("rolled-back mark of %s: %w", m.Release, err)
+		}
+	}
+	return nil
+}
