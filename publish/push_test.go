@@ -362,15 +362,29 @@ func TestPushResumes(t *testing.T) {
 			// What the killed push saw created is there; an upload cut off by the
 			// cancellation may also have completed on the server: ask the store.
 			arrived := killed.created()
-			present := map[string]int64{}
-			for sum, size := range all {
-				ok, err := cas.Has(context.Background(), sum)
-				if err != nil {
-					t.Fatal(err)
+			// The S3 server may finish an upload whose client was cancelled a moment
+			// later: read what the store holds until two looks agree.
+			scan := func() map[string]int64 {
+				held := map[string]int64{}
+				for sum, size := range all {
+					ok, err := cas.Has(context.Background(), sum)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if ok {
+						held[sum] = size
+					}
 				}
-				if ok {
-					present[sum] = size
+				return held
+			}
+			present := scan()
+			for range 20 {
+				time.Sleep(100 * time.Millisecond)
+				next := scan()
+				if len(next) == len(present) {
+					break
 				}
+				present = next
 			}
 			for sum := range arrived {
 				if _, ok := present[sum]; !ok {
