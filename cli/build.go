@@ -129,9 +129,11 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	}
 	// The key first: a runner without a usable key, or with one apt users' keyring
 	// rejects, stops before it takes the lock or writes anything.
-	if opts.Key, err = signingKey(cfg); err != nil {
+	keys, err := signingKeys(cfg)
+	if err != nil {
 		return nil, err
 	}
+	opts.Key, opts.Also = keys[0], keys[1:]
 	// One build at a time, and none during a push: from loading the previous manifest to
 	// writing the new one.
 	unlock, err := lockfile.Lock(opts.CacheDir, true)

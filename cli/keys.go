@@ -25,6 +25,7 @@ type KeyCmd struct {
 	Export   KeyExportCmd   `cmd:"" help:"Export the public key, armored (.asc) and as a binary keyring (.gpg)."`
 	List     KeyListCmd     `cmd:"" help:"List the secret keys in a key directory."`
 	Package  KeyPackageCmd  `cmd:"" help:"Build <name>-archive-keyring_<version>_all.deb: the published keyring and a .sources file, for apt users."`
+	Rotate   KeyRotateCmd   `cmd:"" help:"Change the signing key with an overlap: both keys sign until --finish."`
 }
 
 // passphrase returns the passphrase the key commands that take no armor.toml use to
@@ -134,6 +135,42 @@ func printKey(g *Globals, k *sign.Key, path string) error {
 // hold. Every command that signs (build, repos create's key upload, rollback) gets its
 // key here.
 func signingKey(cfg *config.File) (*sign.Key, error) {
+	keys, err := signingKeys(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return keys[0], nil
+}
+
+// signingKeys returns the signing key and, during a change of keys, the next key, each
+// checked as signingKey checks its key.
+func signingKeys(cfg *config.File) ([]*sign.Key, error) {
+	k, err := signingKeyOnly(cfg)
+	if err != nil {
+		return nil, err
+	}
+	next, ok, err := config.NextSigningKey(cfg)
+	if err != nil || !ok {
+		return []*sign.Key{k}, err
+	}
+	pass, err := config.Passphrase(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n, err := readSigningKey(next, pass, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if n.Fingerprint() == k.Fingerprint() {
+		return nil, fmt.Errorf("the next signing key (from %s) is the signing key itself", next.From)
+	}
+	if err := checkPublished(cfg, n, next.From); err != nil {
+		return nil, err
+	}
+	return []*sign.Key{k, n}, nil
+}
+
+func signingKeyOnly(cfg *config.File) (*sign.Key, error) {
 	k, from, err := loadSigningKey(cfg)
 	if err != nil {
 		return nil, err

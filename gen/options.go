@@ -76,7 +76,10 @@ type Options struct {
 	// fetches them through it; pool files are never fetched.
 	Fetch func(ctx context.Context, sum string) ([]byte, error)
 
-	Key    *sign.Key
+	Key *sign.Key
+	// Also are keys that sign beside Key, during a change of keys: InRelease and
+	// Release.gpg carry a signature by each, and apt accepts them with any of the keys.
+	Also   []*sign.Key
 	Hash   crypto.Hash // signature digest: crypto.SHA256 or crypto.SHA512
 	Date   time.Time   // SOURCE_DATE_EPOCH, or now
 	Verify bool        // rehash every input instead of trusting size and mtime

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/armor-apt/armor/gen/release"
+	"github.com/armor-apt/armor/gen/sign"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -44,7 +45,7 @@ func signRelease(o *Options, s Suite, idx suiteIndexes, prevFiles map[string]man
 		Origin: o.Origin, Label: o.Label, Suite: s.Suite, Codename: s.Codename,
 		Description: s.Description, Date: o.Date,
 		Architectures: s.Architectures, Components: s.Components,
-		SignedBy:     []string{o.Key.Fingerprint()},
+		SignedBy:     o.fingerprints(),
 		NotAutomatic: s.NotAutomatic, ButAutomaticUpgrades: s.ButAutomaticUpgrades,
 	}
 	if h.Description == "" {
@@ -59,7 +60,7 @@ func signRelease(o *Options, s Suite, idx suiteIndexes, prevFiles map[string]man
 			return kept, false, nil
 		}
 	}
-	inRelease, detached, err := o.Key.SignRelease(text, o.Hash)
+	inRelease, detached, err := sign.SignRelease(append([]*sign.Key{o.Key}, o.Also...), text, o.Hash)
 	if err != nil {
 		return nil, false, fmt.Errorf("sign %sRelease: %w", dist, err)
 	}
@@ -108,4 +109,13 @@ func previousFile(tree, rel string, prevFiles map[string]manifest.File) ([]byte,
 func inTree(tree string, f manifest.File) bool {
 	st, err := os.Stat(filepath.Join(tree, filepath.FromSlash(f.Path)))
 	return err == nil && st.Size() == f.Size
+}
+
+// fingerprints are the keys that sign, for Release's Signed-By.
+func (o *Options) fingerprints() []string {
+	out := []string{o.Key.Fingerprint()}
+	for _, k := range o.Also {
+		out = append(out, k.Fingerprint())
+	}
+	return out
 }

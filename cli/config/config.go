@@ -86,7 +86,11 @@ func (s Suite) RemovalShare() (float64, error) {
 // overrides both (see SigningKey and Passphrase), so Key may be empty when every build
 // gets the key from $ARMOR_SIGNING_KEY or $ARMOR_SIGNING_KEY_FILE.
 type Signing struct {
-	Key            string `toml:"key,omitempty"`
+	Key string `toml:"key,omitempty"`
+	// NextKey, during a change of keys (armor key rotate), is the new key, which signs
+	// beside Key; $ARMOR_NEXT_SIGNING_KEY or $ARMOR_NEXT_SIGNING_KEY_FILE win over it.
+	// It takes the same passphrase as Key.
+	NextKey        string `toml:"next_key,omitempty"`
 	PassphraseEnv  string `toml:"passphrase_env,omitempty"`
 	PassphraseFile string `toml:"passphrase_file,omitempty"`
 	Digest         string `toml:"digest,omitempty"`

@@ -28,6 +28,9 @@ const (
 	EnvSigningKeyFile = "ARMOR_SIGNING_KEY_FILE"
 	EnvPassphrase     = "ARMOR_KEY_PASSPHRASE"
 	EnvPassphraseFile = "ARMOR_KEY_PASSPHRASE_FILE"
+	// The next key of a change of keys, as the signing key, over signing.next_key.
+	EnvNextSigningKey     = "ARMOR_NEXT_SIGNING_KEY"
+	EnvNextSigningKeyFile = "ARMOR_NEXT_SIGNING_KEY_FILE"
 )
 
 // Secret is a secret and where it came from, worded for a user: "$ARMOR_SIGNING_KEY",
@@ -55,6 +58,17 @@ func SigningKey(f *File) (Secret, error) {
 			EnvSigningKey, EnvSigningKeyFile, where)
 	}
 	return ReadKeyFile(f.Resolve(f.Signing.Key), "signing.key")
+}
+
+// NextSigningKey returns the new key of a change of keys, which signs beside the signing
+// key, from the environment or signing.next_key; ok is false when there is none.
+func NextSigningKey(f *File) (s Secret, ok bool, err error) {
+	s, ok, err = fromEnv(EnvNextSigningKey, EnvNextSigningKeyFile)
+	if ok || err != nil || f == nil || f.Signing.NextKey == "" {
+		return s, ok, err
+	}
+	s, err = ReadKeyFile(f.Resolve(f.Signing.NextKey), "signing.next_key")
+	return s, err == nil, err
 }
 
 // ReadKeyFile reads a secret key file that setting (such as "signing.key" or "--key")

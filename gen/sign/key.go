@@ -330,3 +330,9 @@ func (k *Key) Info() KeyInfo {
 	}
 	return info
 }
+
+// ArmorPublicKeys armors a binary keyring (public key packets one after another, as
+// WritePublicKeyring writes them), as one PUBLIC KEY BLOCK.
+func ArmorPublicKeys(w io.Writer, keyring []byte) error {
+	return writeArmored(w, openpgp.PublicKeyType, keyring)
+}

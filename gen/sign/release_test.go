@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -58,5 +59,50 @@ func TestSignReleaseOneSignature(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSignReleaseTwoKeys: during a key change InRelease and Release.gpg carry a signature
+// by the old key and one by the new; gpgv, sqv and VerifyClearsigned accept them with
+// either key's keyring alone, and refuse them with a third key's.
+func TestSignReleaseTwoKeys(t *testing.T) {
+	old, nu := fixtureKey(t, "rsa"), fixtureKey(t, "eddsa")
+	in, det, err := SignRelease([]*Key{old, nu}, []byte(sampleRelease), crypto.SHA512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rel, inr, gpg := writeFile(t, dir, "Release", []byte(sampleRelease)), writeFile(t, dir, "InRelease", in), writeFile(t, dir, "Release.gpg", det)
+	for _, k := range []*Key{old, nu} {
+		keyring := publicKeyring(t, k)
+		pub := writeFile(t, dir, k.Fingerprint()+".gpg", keyring)
+		if plain, _, err := VerifyClearsigned(in, keyring); err != nil || string(plain) != sampleRelease {
+			t.Errorf("InRelease with %s's keyring alone: %v", k.Fingerprint(), err)
+		}
+		if _, err := VerifyDetached([]byte(sampleRelease), det, keyring); err != nil {
+			t.Errorf("Release.gpg with %s's keyring alone: %v", k.Fingerprint(), err)
+		}
+		// gpgv exits non-zero when it cannot check one of the signatures (the key it
+		// lacks); apt, like this, reads its status lines and accepts a good signature by
+		// a key it trusts whatever else is there. sqv needs one good signature.
+		for _, args := range [][]string{
+			{"gpgv", "--status-fd", "1", "--keyring", pub, inr},
+			{"gpgv", "--status-fd", "1", "--keyring", pub, gpg, rel},
+		} {
+			out, _ := exec.Command(args[0], args[1:]...).Output()
+			if !strings.Contains(string(out), "[GNUPG:] VALIDSIG "+k.Fingerprint()) {
+				t.Errorf("%v: no VALIDSIG by %s:\n%s", args, k.Fingerprint(), out)
+			}
+		}
+		if out, err := exec.Command("sqv", "--keyring", pub, gpg, rel).CombinedOutput(); err != nil {
+			t.Errorf("sqv with %s's keyring: %v\n%s", k.Fingerprint(), err, out)
+		}
+	}
+	other := writeFile(t, dir, "other.gpg", publicKeyring(t, fixtureKey(t, "protected")))
+	if out, _ := exec.Command("gpgv", "--status-fd", "1", "--keyring", other, inr).Output(); strings.Contains(string(out), "VALIDSIG") {
+		t.Error("gpgv found a valid signature with a third key's keyring")
+	}
+	if exec.Command("sqv", "--keyring", other, gpg, rel).Run() == nil {
+		t.Error("sqv accepted the two signatures with a third key's keyring")
 	}
 }

@@ -59,6 +59,34 @@ func (k *Key) Clearsign(data []byte, hash crypto.Hash) ([]byte, error) {
 	return rearmor(raw.Bytes())
 }
 
+// clearsignMulti clear-signs data with every key, in order, in one signature block.
+func clearsignMulti(keys []*Key, data []byte, hash crypto.Hash) ([]byte, error) {
+	if err := checkClearsignable(data); err != nil {
+		return nil, fmt.Errorf("clearsign: %w", err)
+	}
+	cfg, err := keys[0].signConfig(hash)
+	if err != nil {
+		return nil, err
+	}
+	cfg.SigningKeyId = 0 // each key signs with its own signer below
+	signers := make([]*packet.PrivateKey, len(keys))
+	for i, k := range keys {
+		signers[i] = k.signer.PrivateKey
+	}
+	var raw bytes.Buffer
+	w, err := clearsign.EncodeMulti(&raw, signers, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clearsign: %w", err)
+	}
+	if _, err := w.Write(data); err != nil {
+		return nil, fmt.Errorf("clearsign: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("clearsign: %w", err)
+	}
+	return rearmor(raw.Bytes())
+}
+
 // sigBegin starts the signature block of a clear-signed message. Text lines that start
 // with "-" are dash-escaped, so the last occurrence at a line start is the real one.
 var sigBegin = []byte("\n-----BEGIN PGP SIGNATURE-----\n")
@@ -131,7 +159,22 @@ func (k *Key) DetachSign(data []byte, hash crypto.Hash) ([]byte, error) {
 // of a detached file, so gpgv, sqv and apt accept it; and a build makes one private-key
 // operation per suite instead of two (an RSA-4096 signature costs tens of milliseconds).
 func (k *Key) SignRelease(data []byte, hash crypto.Hash) (inRelease, detached []byte, err error) {
-	inRelease, err = k.Clearsign(data, hash)
+	return SignRelease([]*Key{k}, data, hash)
+}
+
+// SignRelease is Key.SignRelease with several keys: InRelease and Release.gpg carry one
+// signature by each, which apt accepts when it trusts any of the keys. That is how a
+// repository changes keys: during an overlap it signs with the old key and the new one,
+// until its users have the new key.
+func SignRelease(keys []*Key, data []byte, hash crypto.Hash) (inRelease, detached []byte, err error) {
+	switch len(keys) {
+	case 0:
+		return nil, nil, errors.New("sign release: no key")
+	case 1:
+		inRelease, err = keys[0].Clearsign(data, hash)
+	default:
+		inRelease, err = clearsignMulti(keys, data, hash)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

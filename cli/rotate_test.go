@@ -1,0 +1,95 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/armor-apt/armor/internal/testkit/apttest"
+	"github.com/armor-apt/armor/internal/testkit/synth"
+)
+
+// TestKeyRotate: during a change of keys every build signs with both keys, and real apt
+// accepts the repository with the old keyring alone and with the new one alone; after
+// --finish the new key signs alone, and the old keyring no longer verifies it.
+func TestKeyRotate(t *testing.T) {
+	isolate(t)
+	t.Setenv("SOURCE_DATE_EPOCH", testDate)
+	dir := filepath.Join(t.TempDir(), "repo")
+	armorOK(t, "init", "--dir", dir, "--name", "acme", "--hostname", "apt.acme.test", "--key-algo", "eddsa")
+	cfg := filepath.Join(dir, "armor.toml")
+	if _, err := synth.WriteOne(filepath.Join(dir, "debs"), "hello", "1.0-1", "amd64", ""); err != nil {
+		t.Fatal(err)
+	}
+	armorOK(t, "-c", cfg, "build")
+	oldRing := filepath.Join(t.TempDir(), "old.gpg")
+	copyFileT(t, filepath.Join(dir, "keys", "acme-archive-keyring.gpg"), oldRing)
+
+	out := armorOK(t, "-c", cfg, "key", "rotate", "--algo", "eddsa")
+	if !strings.Contains(out, "builds now sign with both") {
+		t.Fatalf("key rotate: %s", out)
+	}
+	armorFails(t, 1, []string{"a change of keys is under way"}, "-c", cfg, "key", "rotate")
+	if data, _ := os.ReadFile(cfg); !strings.Contains(string(data), `next_key = ".armor/keys/next.sec.asc"`) {
+		t.Fatalf("armor.toml lacks next_key:\n%s", data)
+	}
+	newRing := filepath.Join(dir, ".armor", "keys", "next.pub.gpg")
+	if _, err := synth.WriteOne(filepath.Join(dir, "debs"), "hello", "1.1-1", "amd64", ""); err != nil {
+		t.Fatal(err)
+	}
+	armorOK(t, "-c", cfg, "build")
+	inRelease := readFileT(t, filepath.Join(dir, "public", "dists", "stable", "InRelease"))
+	if n := strings.Count(string(inRelease), "-----BEGIN PGP SIGNATURE-----"); n != 1 {
+		t.Fatalf("InRelease has %d signature blocks", n)
+	}
+	release := string(readFileT(t, filepath.Join(dir, "public", "dists", "stable", "Release")))
+	if line := grepLine(release, "Signed-By:"); strings.Count(line, ",") != 1 {
+		t.Errorf("Release's Signed-By names %q, want both keys", line)
+	}
+	aptWith := func(keyring string) *apttest.Apt {
+		return apttest.New(t, apttest.Options{Sources: []apttest.Source{{
+			URI: "file:" + filepath.Join(dir, "public"), Suites: []string{"stable"}, Components: []string{"main"}, SignedBy: keyring,
+		}}})
+	}
+	for _, ring := range []string{oldRing, newRing} {
+		a := aptWith(ring)
+		a.Update(t)
+		if v := a.Policy(t, "hello"); v != "1.1-1" {
+			t.Errorf("with %s alone apt's candidate is %q, want 1.1-1", filepath.Base(ring), v)
+		}
+	}
+
+	out = armorOK(t, "-c", cfg, "key", "rotate", "--finish")
+	if !strings.Contains(out, "now signs alone") {
+		t.Fatalf("key rotate --finish: %s", out)
+	}
+	if data, _ := os.ReadFile(cfg); strings.Contains(string(data), "next_key") {
+		t.Fatalf("armor.toml still names next_key:\n%s", data)
+	}
+	armorOK(t, "-c", cfg, "build")
+	aptWith(newRing).Update(t)
+	if out, _ := aptWith(oldRing).Cmd("update").CombinedOutput(); !strings.Contains(string(out), "NO_PUBKEY") && !strings.Contains(string(out), "not signed") {
+		t.Errorf("after --finish apt with the old keyring alone did not refuse the repository:\n%s", out)
+	}
+}
+
+func grepLine(text, prefix string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
+}
+
+func copyFileT(t *testing.T, src, dst string) {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
