@@ -68,6 +68,7 @@ type buildOptions struct {
 	Copy   []gen.Copy
 	// Reference lists packages whose files the parent publishes (a rebase).
 	Reference []manifest.Package
+	Phase     []gen.Phase
 
 	AllowRemovals bool
 	FromActive    bool               // the parent is controld's active release
@@ -160,7 +161,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	}
 	opts.Verify, opts.Resign, opts.Progress = o.Verify, o.Resign, o.Progress
 	opts.Add, opts.Remove, opts.Copy, opts.AllowRemovals = o.Add, o.Remove, o.Copy, o.AllowRemovals
-	opts.Reference = o.Reference
+	opts.Reference, opts.Phase = o.Reference, o.Phase
 	opts.Commit = func(encoded []byte) error {
 		if err := atomicfile.WriteFile(manifestPath, encoded, 0o644); err != nil {
 			return fmt.Errorf("write the manifest (the tree was put back as it was): %w", err)

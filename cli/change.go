@@ -179,3 +179,39 @@ func suiteComponent(cfg *config.File, suite, comp, suiteFlag, compFlag string) (
 	}
 	return s.Codename, comp, nil
 }
+
+// PhaseCmd builds a release in which a package version reaches only a share of machines.
+type PhaseCmd struct {
+	BuildFlags
+	Name    string `arg:"" help:"Package name."`
+	Version string `arg:"" help:"Package version."`
+	Percent int    `arg:"" help:"Share of machines that take the update, 0 to 100 (100: every machine, no phasing)."`
+	Suite   string `help:"Only in this suite (codename or suite name)."`
+}
+
+// Help says how apt phases.
+func (c *PhaseCmd) Help() string {
+	return "Sets Phased-Update-Percentage in the version's stanza, as Ubuntu phases updates: apt 2.1 and later install it on that share of machines only (each decides by a hash of its machine id), and hold it back on the others. Raise the share as confidence grows; 0 stops the rollout; 100 ends the phasing. The package file does not change, so nothing but the indexes is uploaded. armor push publishes it."
+}
+
+// Run phases.
+func (c *PhaseCmd) Run(g *Globals) error {
+	if c.Percent < 0 || c.Percent > 100 {
+		return fmt.Errorf("phase %s %s: %d is not a percentage from 0 to 100", c.Name, c.Version, c.Percent)
+	}
+	suite := c.Suite
+	if suite != "" {
+		cfg, err := config.Load(g.Config)
+		if err != nil {
+			return err
+		}
+		if suite, err = codename(cfg, suite, "--suite"); err != nil {
+			return err
+		}
+	}
+	ph := gen.Phase{Name: c.Name, Version: c.Version, Suite: suite}
+	if c.Percent < 100 {
+		ph.Percent = fmt.Sprint(c.Percent)
+	}
+	return build(g, c.BuildFlags, buildOptions{Phase: []gen.Phase{ph}})
+}

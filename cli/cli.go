@@ -37,6 +37,7 @@ type CLI struct {
 	Add      AddCmd      `cmd:"" help:"Build a release that adds .deb files to the parent's packages."`
 	Remove   RemoveCmd   `cmd:"" help:"Build a release without some of the parent's packages."`
 	Copy     CopyCmd     `cmd:"" help:"Build a release that lists packages of one suite in another (promotion)."`
+	Phase    PhaseCmd    `cmd:"" help:"Build a release in which a package version reaches only a share of machines (phased update)."`
 	Push     PushCmd     `cmd:"" help:"Upload what the store lacks, then record (and activate) the release in controld."`
 	Diff     DiffCmd     `cmd:"" help:"Compare two manifests or recorded releases: packages added, removed, upgraded, downgraded."`
 	Verify   VerifyCmd   `cmd:"" help:"Check a tree (directory or URL) the way apt does."`

@@ -57,7 +57,9 @@ func rebase(ctx context.Context, cfgPath string, o pushOptions) (*buildResult, e
 	tree := cfg.Resolve(cfg.Output.Tree)
 	for _, p := range added {
 		f := filepath.Join(tree, filepath.FromSlash(p.Path))
-		if st, err := os.Stat(f); err == nil && st.Size() == p.Size {
+		if active != nil && slices.ContainsFunc(active.Packages, func(q manifest.Package) bool { return q.Key() == p.Key() && q.SHA256 == p.SHA256 }) {
+			b.Reference = append(b.Reference, p) // there already: the change is its phasing
+		} else if st, err := os.Stat(f); err == nil && st.Size() == p.Size {
 			b.Add = append(b.Add, gen.Addition{Suite: p.Suite, Component: p.Component, Path: f})
 		} else {
 			b.Reference = append(b.Reference, p)

@@ -147,6 +147,10 @@ func applyChange(o *Options, prev *manifest.Manifest, inputs packageList) (packa
 		}
 		st.copied += n
 	}
+	inheritPhases(&out, prev)
+	if err := applyPhases(&out, o.Phase); err != nil {
+		return packageList{}, st, err
+	}
 	st.pruned = prune(&out, o.Suites)
 	return out, st, nil
 }
@@ -198,6 +202,7 @@ func reference(pkgs *packageList, p manifest.Package) error {
 			return fmt.Errorf("%w: %s %s (%s) in %s/%s is listed with other contents than the change being applied again",
 				ErrConflict, p.Name, p.Version, p.Architecture, p.Suite, p.Component)
 		}
+		pkgs.list[i].Phased = p.Phased // the change may be a new phasing
 		return nil
 	}
 	pkgs.list = slices.Insert(pkgs.list, i, p)

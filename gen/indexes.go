@@ -205,24 +205,20 @@ func writeIndex(tw *treeWriter, icache *index.Cache, indexPath string, stanzas [
 // tree's indexes read ahead.
 func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins *inputSet, par *parent) ([][]byte, error) {
 	var prev *oldIndex
-	out := make([][]byte, 0, len(members))
-	for _, p := range members {
+	stanza := func(p *manifest.Package) ([]byte, error) {
 		if in := ins.fresh[p.SHA256]; in != nil && in.pkg != nil {
-			out = append(out, in.pkg.Stanza(p.Path))
-			continue
+			return in.pkg.Stanza(p.Path), nil
 		}
 		if prev == nil {
 			prev = readOldIndex(tree, indexPath, old, par.old)
 		}
 		if st := prev.find(p); st != nil {
-			out = append(out, st)
-			continue
+			return st, nil
 		}
 		// A package copied from another suite or component, or moved between
 		// architectures' indexes: the parent lists its stanza in another index.
 		if st := par.stanzaElsewhere(tree, p); st != nil {
-			out = append(out, st)
-			continue
+			return st, nil
 		}
 		in := ins.forSum(p.SHA256)
 		if in == nil {
@@ -233,7 +229,15 @@ func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins 
 			return nil, err
 		}
 		in.pkg = pkg
-		out = append(out, pkg.Stanza(p.Path))
+		return pkg.Stanza(p.Path), nil
+	}
+	out := make([][]byte, 0, len(members))
+	for _, p := range members {
+		st, err := stanza(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, withPhase(st, p.Phased))
 	}
 	return out, nil
 }

@@ -65,6 +65,8 @@ type Options struct {
 	Add    []Addition
 	Remove []Removal
 	Copy   []Copy
+	// Phase sets or clears the Phased-Update-Percentage of package versions.
+	Phase []Phase
 	// Reference lists packages as they are, files already published: those a rebase
 	// applies again without their files (copies, made on another runner).
 	Reference []manifest.Package

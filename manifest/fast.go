@@ -113,6 +113,7 @@ const (
 	lPath       = "'\npath = '"
 	lSize       = "'\nsize = "
 	lSHA256     = "\nsha256 = '"
+	lPhased     = "'\nphased = '"
 	lFile       = "\n[[file]]\npath = '"
 	lPkgFile    = "\n[[package.file]]\npath = '"
 	lEnd        = "'\n"
@@ -128,6 +129,9 @@ func canonicalSize(m *Manifest, id string) int {
 		p := &m.Packages[i]
 		n += pkgFixed + len(p.Suite) + len(p.Component) + len(p.Name) + len(p.Version) +
 			len(p.Architecture) + len(p.Path) + decimalLen(p.Size) + len(p.SHA256)
+		if p.Phased != "" {
+			n += len(lPhased) + len(p.Phased)
+		}
 		if len(p.Files) > 0 {
 			n += filesSize(p.Files) + (len(lPkgFile)-len(lFile))*len(p.Files)
 		}
@@ -198,7 +202,7 @@ func appendTop(b []byte, m *Manifest, id string) (out []byte, idAt int, ok bool)
 func appendPackage(b []byte, p *Package) ([]byte, bool) {
 	if !plainString(p.Suite) || !plainString(p.Component) || !plainString(p.Name) ||
 		!plainString(p.Version) || !plainString(p.Architecture) || !plainString(p.Path) ||
-		!plainString(p.SHA256) {
+		!plainString(p.SHA256) || !plainString(p.Phased) {
 		return b, false
 	}
 	b = append(b, lPackage...)
@@ -217,6 +221,10 @@ func appendPackage(b []byte, p *Package) ([]byte, bool) {
 	b = strconv.AppendInt(b, p.Size, 10)
 	b = append(b, lSHA256...)
 	b = append(b, p.SHA256...)
+	if p.Phased != "" {
+		b = append(b, lPhased...)
+		b = append(b, p.Phased...)
+	}
 	b = append(b, lEnd...)
 	for i := range p.Files {
 		f := &p.Files[i]
@@ -316,6 +324,10 @@ func (d *decoder) tables(m *Manifest) bool {
 			p.Size = d.num()
 			d.lit(lSHA256)
 			p.SHA256 = d.str()
+			if strings.HasPrefix(s[d.pos:], lPhased) {
+				d.lit(lPhased)
+				p.Phased = d.str()
+			}
 			d.lit(lEnd)
 			for d.ok && strings.HasPrefix(s[d.pos:], lPkgFile) {
 				p.Files = append(p.Files, File{})

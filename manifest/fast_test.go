@@ -43,6 +43,7 @@ func TestCanonicalEqualsGoTOML(t *testing.T) {
 		"sample": sample(), "big": bigManifest(500),
 		"empty":      {Schema: 1, Repository: "e", Date: "d"},
 		"files only": {Schema: 1, Repository: "e", Files: []File{{"a", 1, sum('a')}}},
+		"phased":     phasedSample(),
 	} {
 		t.Run(name, func(t *testing.T) {
 			fast, err := Marshal(m)
@@ -287,4 +288,11 @@ func BenchmarkParse100k(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// phasedSample is sample with a phased package, whose encoding has the phased line.
+func phasedSample() *Manifest {
+	m := sample()
+	m.Packages[0].Phased = "10"
+	return m
 }

@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -39,6 +40,9 @@ type Package struct {
 	Path         string `toml:"path"`
 	Size         int64  `toml:"size"`
 	SHA256       string `toml:"sha256"`
+	// Phased is the Phased-Update-Percentage of the package's stanza ("0" to "99"), set
+	// by armor phase; empty for none (every client takes the update).
+	Phased string `toml:"phased,omitempty"`
 	// Files are the further pool files of a source package; none for a binary package.
 	// Manifests without source packages encode exactly as before the field existed.
 	Files []File `toml:"file,omitempty"`
@@ -48,7 +52,7 @@ type Package struct {
 func (p *Package) Equal(q *Package) bool {
 	return p.Suite == q.Suite && p.Component == q.Component && p.Name == q.Name &&
 		p.Version == q.Version && p.Architecture == q.Architecture && p.Path == q.Path &&
-		p.Size == q.Size && p.SHA256 == q.SHA256 && slices.Equal(p.Files, q.Files)
+		p.Size == q.Size && p.SHA256 == q.SHA256 && p.Phased == q.Phased && slices.Equal(p.Files, q.Files)
 }
 
 // EqualPackages reports whether two package lists are equal entry for entry.
@@ -261,7 +265,26 @@ func (m *Manifest) Validate() error {
 	if err := m.checkAll(min(runtime.GOMAXPROCS(0), n/(1<<14))); err != nil {
 		return err
 	}
+	if err := m.checkPhased(); err != nil {
+		return err
+	}
 	return m.checkPackageFiles()
+}
+
+// checkPhased checks that every Phased is a whole percentage from 0 to 99, as apt reads
+// Phased-Update-Percentage.
+func (m *Manifest) checkPhased() error {
+	for i := range m.Packages {
+		p := m.Packages[i].Phased
+		if p == "" {
+			continue
+		}
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || n > 99 || strconv.Itoa(n) != p {
+			return fmt.Errorf("%s: phased %q is not a percentage from 0 to 99", m.label(i), p)
+		}
+	}
+	return nil
 }
 
 // checkPackageFiles checks the further pool files of source packages: each a clean pool
