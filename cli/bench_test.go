@@ -78,7 +78,7 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 	}
 
 	var wall time.Duration
-	var peak float64
+	var peak, base float64 // base: what the process holds before a run (controld in process, the setup's heap)
 	b.ResetTimer()
 	b.StopTimer()
 	for i := range b.N {
@@ -101,6 +101,7 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 			b.Fatal(err)
 		}
 		benchkit.ResetPeak(b)
+		base = max(base, benchkit.MiB(b, "VmRSS"))
 		b.StartTimer()
 		t0 := time.Now()
 		res, err := runBuild(context.Background(), rcfg, buildOptions{})
@@ -122,4 +123,5 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 	}
 	b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "build+push-ms")
 	b.ReportMetric(peak, "peak-MiB")
+	b.ReportMetric(base, "base-MiB")
 }
