@@ -122,9 +122,13 @@ func TestContentsIncremental(t *testing.T) {
 		want, not string // a line that must be there, a package that must not
 		written   int
 	}{
-		{"add one", func() { writeDebFiles(t, r.in("x"), "tool", "1.0", "amd64", "utils", "usr/bin/tool", "usr/lib/tool/v1") }, "usr/lib/tool/v1 utils/tool", "", 1},
+		{"add one", func() {
+			writeDebFiles(t, r.in("x"), "tool", "1.0", "amd64", "utils", "usr/bin/tool", "usr/lib/tool/v1")
+		}, "usr/lib/tool/v1 utils/tool", "", 1},
 		{"add arch all", func() { writeDebFiles(t, r.in("x"), "docs", "1.0", "all", "doc", "usr/share/doc/docs/a b") }, "usr/share/doc/docs/a b doc/docs", "", 2},
-		{"newer version", func() { writeDebFiles(t, r.in("x"), "tool", "2.0", "amd64", "admin", "usr/bin/tool", "usr/lib/tool/v2") }, "usr/lib/tool/v2 admin/tool", "utils/tool", 1},
+		{"newer version", func() {
+			writeDebFiles(t, r.in("x"), "tool", "2.0", "amd64", "admin", "usr/bin/tool", "usr/lib/tool/v2")
+		}, "usr/lib/tool/v2 admin/tool", "utils/tool", 1},
 		{"older version", func() { writeDebFiles(t, r.in("x"), "tool", "0.5", "amd64", "utils", "usr/lib/tool/v0") }, "usr/lib/tool/v2 admin/tool", "utils/tool", 0},
 		{"newest leaves", func() { os.Remove(r.in("x/tool_2.0_amd64.deb")) }, "usr/lib/tool/v1 utils/tool", "admin/tool", 1},
 		{"remove one", func() { os.Remove(r.in("real/natpmpc_20150609-7.1+b2_amd64.deb")) }, "usr/lib/tool/v1 utils/tool", "natpmpc", 1},
