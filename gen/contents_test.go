@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/armor-apt/armor/gen"
+	"github.com/armor-apt/armor/internal/testkit/apttest"
 	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/armor-apt/armor/manifest"
 )
@@ -209,5 +211,73 @@ func TestContentsFreshRunnerOlderVersion(t *testing.T) {
 	g.Opts.Fetch = dists.fetch
 	if _, err := g.build(); err == nil || !strings.Contains(err.Error(), "tool 1.0") {
 		t.Errorf("fresh runner without the pool files: %v, want an error naming tool 1.0", err)
+	}
+}
+
+// aptFile returns apt-file run with a's configuration, after installing apt-file's index
+// targets (its apt.conf.d snippet) into it, so that apt-get update fetches Contents.
+func aptFile(t *testing.T, a *apttest.Apt, args ...string) string {
+	t.Helper()
+	for _, tool := range []string{"apt-file", "apt-get"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is not installed: run .ci/install-deps", tool)
+		}
+	}
+	cmd := exec.Command("apt-file", args...)
+	cmd.Env = append(os.Environ(), "APT_CONFIG="+filepath.Join(a.Root, "etc/apt.conf"), "LC_ALL=C")
+	out, err := cmd.CombinedOutput()
+	if err != nil && !(len(args) > 0 && args[0] == "search" && len(out) == 0) {
+		t.Fatalf("apt-file %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// installAptFileTargets copies apt-file's index targets into a's configuration.
+func installAptFileTargets(t *testing.T, a *apttest.Apt) {
+	t.Helper()
+	const conf = "/etc/apt/apt.conf.d/50apt-file.conf"
+	data, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatalf("apt-file's %s: %v (run .ci/install-deps)", conf, err)
+	}
+	writeFile(t, filepath.Join(a.Root, "etc/apt.conf.d/50apt-file.conf"), data)
+}
+
+// TestAptFile: the real apt-get update fetches the Contents files (by hash, when forced),
+// and apt-file search finds a file of a published package; after an incremental build
+// that adds a package, it finds the new package's file too, and no longer the file of
+// a package removed.
+func TestAptFile(t *testing.T) {
+	r := newRepo(t, repoConfig{Real: true, Synth: 4})
+	r.Opts.Suites[0].Sync = true
+	r.Opts.Suites[0].MaxRemovals = 1
+	r.mustBuild()
+	srv := serveTree(t, r.Opts.TreeDir)
+	a := newApt(t, r, srv.URL, "force")
+	installAptFileTargets(t, a)
+	a.Update(t)
+	reqs := srv.requests()
+	assertByHashOnly(t, reqs)
+	if i := slices.IndexFunc(r.Last.Files, func(f manifest.File) bool { return f.Path == contentsOf("amd64")+".gz" }); i < 0 {
+		t.Errorf("the release lists no %s.gz", contentsOf("amd64"))
+	} else if !slices.Contains(reqs, "/"+contentsByHash+"SHA256/"+r.Last.Files[i].SHA256) {
+		t.Errorf("apt did not fetch Contents-amd64.gz by hash: %v", reqs)
+	}
+	if out := aptFile(t, a, "search", "/usr/bin/natpmpc"); !strings.Contains(out, "natpmpc: /usr/bin/natpmpc") {
+		t.Errorf("apt-file search /usr/bin/natpmpc:\n%s", out)
+	}
+	if out := aptFile(t, a, "list", "natpmp-utils"); !strings.Contains(out, "natpmp-utils: /usr/share/doc/natpmp-utils/copyright") {
+		t.Errorf("apt-file list natpmp-utils (Architecture: all):\n%s", out)
+	}
+
+	writeDebFiles(t, r.in("x"), "tool", "1.0", "amd64", "utils", "usr/bin/armor-tool")
+	os.Remove(r.in("real/natpmpc_20150609-7.1+b2_amd64.deb"))
+	r.mustBuild()
+	a.Update(t)
+	if out := aptFile(t, a, "search", "armor-tool"); !strings.Contains(out, "tool: /usr/bin/armor-tool") {
+		t.Errorf("after adding tool, apt-file search armor-tool:\n%s", out)
+	}
+	if out := aptFile(t, a, "search", "/usr/bin/natpmpc"); strings.Contains(out, "natpmpc:") {
+		t.Errorf("after removing natpmpc, apt-file still finds it:\n%s", out)
 	}
 }
