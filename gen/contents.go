@@ -73,6 +73,9 @@ func writeContents(ctx context.Context, o *Options, par *parent, pkgs []manifest
 		idx.files = append(idx.files, f)
 		return true
 	}
+	lists.fromParent = func(p *manifest.Package) (fileList, bool) {
+		return listFromParent(o, par, prevMembers, p)
+	}
 	for sum, in := range ins.fresh {
 		if in.pkg != nil {
 			lists.remember(sum, fileListOf(in.pkg))
@@ -89,6 +92,7 @@ func writeContents(ctx context.Context, o *Options, par *parent, pkgs []manifest
 					}
 					key := contentsKey{s.Codename, comp, arch, udeb}
 					sel, prevSel := newestByName(members[key]), newestByName(prevMembers[key])
+					lists.listed(sel)
 					if udeb && len(sel) == 0 {
 						continue // Contents-udeb only where there are udebs
 					}
@@ -425,4 +429,47 @@ type fileList struct {
 func fileListOf(pkg *deb.Package) fileList {
 	sec, _ := pkg.Value("Section")
 	return fileList{name: pkg.Name, section: strings.TrimSpace(sec), files: pkg.Files}
+}
+
+// listFromParent returns the file list of p from a Contents file of the parent that lists
+// p's very file: p is the newest of its name there. It is for packages copied between
+// suites or components, and reads each such file once per call: copies are few.
+func listFromParent(o *Options, par *parent, prevMembers map[contentsKey][]*manifest.Package, p *manifest.Package) (fileList, bool) {
+	keys := make([]contentsKey, 0, len(prevMembers))
+	for k := range prevMembers {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b contentsKey) int { return strings.Compare(a.suite+"/"+a.name(), b.suite+"/"+b.name()) })
+	for _, k := range keys {
+		if !slices.ContainsFunc(newestByName(prevMembers[k]), func(q *manifest.Package) bool {
+			return q.Name == p.Name && q.SHA256 == p.SHA256
+		}) {
+			continue
+		}
+		data, ok := previousFile(o.TreeDir, "dists/"+k.suite+"/"+k.name(), par.files)
+		if !ok {
+			continue
+		}
+		fl := fileList{name: p.Name}
+		found := false
+		for len(data) > 0 {
+			line, rest, _ := bytes.Cut(data, []byte("\n"))
+			data = rest
+			path := contentsPath(line)
+			if len(path) == 0 {
+				continue
+			}
+			for _, it := range strings.Split(string(line[bytes.LastIndexAny(line, " \t")+1:]), ",") {
+				if itemName(it) == p.Name {
+					found = true
+					fl.section = strings.TrimSuffix(it[:len(it)-len(p.Name)], "/")
+					fl.files = append(fl.files, string(path))
+				}
+			}
+		}
+		if found {
+			return fl, true
+		}
+	}
+	return fileList{}, false
 }

@@ -16,13 +16,16 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// The build cache keeps the file list of every package read, one small file per .deb
-// under contents/ named by its SHA-256: the first line the package's name and section,
-// then one path a line, then a line "end". A Contents file of the parent holds only the
-// newest version of each name, so the list of a package it lacks (an older version that
-// becomes the newest, a package copied from another suite) comes from here when this
-// machine read the package once, and otherwise from its .deb: an input, or the store.
-// A missing or damaged entry costs a read of the .deb, never a wrong Contents file.
+// A Contents file holds only the newest version of each name, so the file list of a
+// package it lacks comes from elsewhere: for a package copied from another suite or
+// component, from the parent's Contents file there; for an older version that becomes the
+// newest, from the build cache when this machine read the package once, and otherwise
+// from its .deb: an input, or the store. The cache keeps the lists of the
+// packages read that no Contents file of the release lists, one small file per .deb under
+// contents/ named by its SHA-256: the first line the package's name and section, then one
+// path a line, then a line "end". (Those a Contents file lists are not kept: a first
+// build of many packages would write as many files again.) A missing or damaged entry
+// costs a read of the .deb, never a wrong Contents file.
 
 const contentsCacheDir = "contents"
 
@@ -31,12 +34,29 @@ type fileLists struct {
 	o   *Options
 	ins *inputSet
 
-	mu   sync.Mutex
-	read map[string]fileList // by SHA-256: lists read from a .deb in this build, to save
+	// fromParent finds a package's list in another Contents file of the parent, one that
+	// lists it (a package copied from another suite or component).
+	fromParent func(p *manifest.Package) (fileList, bool)
+
+	mu     sync.Mutex
+	read   map[string]fileList // by SHA-256: lists read from a .deb in this build, to save
+	inFile map[string]bool     // of read, those a Contents file of the release lists
 }
 
 func newFileLists(o *Options, ins *inputSet) *fileLists {
-	return &fileLists{o: o, ins: ins, read: map[string]fileList{}}
+	return &fileLists{o: o, ins: ins, read: map[string]fileList{}, inFile: map[string]bool{}}
+}
+
+// listed notes the packages a Contents file lists: their lists need no cache entry.
+func (l *fileLists) listed(sel []*manifest.Package) {
+	if len(l.read) == 0 {
+		return
+	}
+	for _, p := range sel {
+		if _, ok := l.read[p.SHA256]; ok {
+			l.inFile[p.SHA256] = true
+		}
+	}
 }
 
 // get returns the file lists of pkgs, in their order, looking them up in parallel.
@@ -62,6 +82,11 @@ func (l *fileLists) one(ctx context.Context, p *manifest.Package) (fileList, err
 	}
 	if fl, ok := l.load(p); ok {
 		return fl, nil
+	}
+	if l.fromParent != nil {
+		if fl, ok := l.fromParent(p); ok {
+			return fl, nil
+		}
 	}
 	var pkg *deb.Package
 	var err error
@@ -139,13 +164,13 @@ func encodeFileList(fl fileList) []byte {
 	return append(b, "end\n"...)
 }
 
-// save writes the lists read in this build to the cache. The cache is an accelerator:
-// failing to save costs a later build a read of the .deb.
+// save writes the lists read in this build that no Contents file lists to the cache.
+// The cache is an accelerator: failing to save costs a later build a read of the .deb.
 func (l *fileLists) save() {
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0) * 2)
 	for sum, fl := range l.read {
-		if len(sum) < 2 || strings.ContainsAny(fl.section, "\t\n") {
+		if len(sum) < 2 || strings.ContainsAny(fl.section, "\t\n") || l.inFile[sum] {
 			continue
 		}
 		g.Go(func() error {
