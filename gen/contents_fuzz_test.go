@@ -73,3 +73,24 @@ func BenchmarkContentsAddOne10k(b *testing.B) {
 		digestsOf(gz)
 	}
 }
+
+// FuzzParseFileList feeds arbitrary cache entries to the parser: it must not panic, must
+// refuse an entry of another package, and what it accepts must encode back to the input.
+func FuzzParseFileList(f *testing.F) {
+	f.Add("tool\tutils\nusr/bin/tool\nend\n", "tool")
+	f.Add("tool\t\nend\n", "tool")
+	f.Add("other\tutils\nusr/bin/x\nend\n", "tool")
+	f.Add("tool\tutils\nusr/bin/tool\n", "tool")
+	f.Fuzz(func(t *testing.T, s, name string) {
+		fl, ok := parseFileList(s, name)
+		if !ok {
+			return
+		}
+		if fl.name != name {
+			t.Fatalf("accepted an entry of %q for %q", fl.name, name)
+		}
+		if got := string(encodeFileList(fl)); got != s {
+			t.Fatalf("entry %q encodes back as %q", s, got)
+		}
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -134,15 +135,21 @@ func (l *fileLists) load(p *manifest.Package) (fileList, bool) {
 }
 
 func parseFileList(s, name string) (fileList, bool) {
-	body, ok := strings.CutSuffix(s, "end\n")
-	head, body, ok2 := strings.Cut(body, "\n")
-	got, sec, ok3 := strings.Cut(head, "\t")
-	if !ok || !ok2 || !ok3 || got != name {
+	head, rest, _ := strings.Cut(s, "\n")
+	got, sec, ok := strings.Cut(head, "\t")
+	if !ok || got != name {
 		return fileList{}, false
 	}
 	fl := fileList{name: name, section: sec}
-	if body != "" {
-		fl.files = strings.Split(strings.TrimSuffix(body, "\n"), "\n")
+	switch {
+	case rest == "end\n":
+		return fl, true
+	case !strings.HasSuffix(rest, "\nend\n"): // cut short
+		return fileList{}, false
+	}
+	fl.files = strings.Split(rest[:len(rest)-len("\nend\n")], "\n")
+	if slices.Contains(fl.files, "") {
+		return fileList{}, false
 	}
 	return fl, true
 }
