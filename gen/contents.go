@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/armor-apt/armor/gen/deb"
 	"github.com/armor-apt/armor/gen/release"
@@ -73,9 +74,7 @@ func writeContents(ctx context.Context, o *Options, par *parent, pkgs []manifest
 		idx.files = append(idx.files, f)
 		return true
 	}
-	lists.fromParent = func(p *manifest.Package) (fileList, bool) {
-		return listFromParent(o, par, prevMembers, p)
-	}
+	lists.fromParent = (&parentLists{o: o, par: par, members: prevMembers}).find
 	for sum, in := range ins.fresh {
 		if in.pkg != nil {
 			lists.remember(sum, fileListOf(in.pkg))
@@ -431,45 +430,71 @@ func fileListOf(pkg *deb.Package) fileList {
 	return fileList{name: pkg.Name, section: strings.TrimSpace(sec), files: pkg.Files}
 }
 
-// listFromParent returns the file list of p from a Contents file of the parent that lists
-// p's very file: p is the newest of its name there. It is for packages copied between
-// suites or components, and reads each such file once per call: copies are few.
-func listFromParent(o *Options, par *parent, prevMembers map[contentsKey][]*manifest.Package, p *manifest.Package) (fileList, bool) {
-	keys := make([]contentsKey, 0, len(prevMembers))
-	for k := range prevMembers {
-		keys = append(keys, k)
+// parentLists finds file lists in the parent's Contents files, for packages copied
+// between suites or components: each file it needs is read and split once per build.
+type parentLists struct {
+	o       *Options
+	par     *parent
+	members map[contentsKey][]*manifest.Package // the parent's, by Contents file
+
+	mu     sync.Mutex
+	where  map[string][]contentsKey            // by SHA-256: the files listing the package
+	byName map[contentsKey]map[string]fileList // nil for a file the tree lacks
+}
+
+// find returns the file list of p from a Contents file of the parent that lists p's very
+// file: p is the newest of its name there.
+func (l *parentLists) find(p *manifest.Package) (fileList, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.where == nil {
+		l.where = map[string][]contentsKey{}
+		l.byName = map[contentsKey]map[string]fileList{}
+		for k, m := range l.members {
+			for _, q := range newestByName(m) {
+				l.where[q.SHA256] = append(l.where[q.SHA256], k)
+			}
+		}
+		for _, keys := range l.where {
+			slices.SortFunc(keys, func(a, b contentsKey) int {
+				return strings.Compare(a.suite+"/"+a.name(), b.suite+"/"+b.name())
+			})
+		}
 	}
-	slices.SortFunc(keys, func(a, b contentsKey) int { return strings.Compare(a.suite+"/"+a.name(), b.suite+"/"+b.name()) })
-	for _, k := range keys {
-		if !slices.ContainsFunc(newestByName(prevMembers[k]), func(q *manifest.Package) bool {
-			return q.Name == p.Name && q.SHA256 == p.SHA256
-		}) {
-			continue
+	for _, k := range l.where[p.SHA256] {
+		lists, done := l.byName[k]
+		if !done {
+			lists = l.split(k)
+			l.byName[k] = lists
 		}
-		data, ok := previousFile(o.TreeDir, "dists/"+k.suite+"/"+k.name(), par.files)
-		if !ok {
-			continue
-		}
-		fl := fileList{name: p.Name}
-		found := false
-		for len(data) > 0 {
-			line, rest, _ := bytes.Cut(data, []byte("\n"))
-			data = rest
-			path := contentsPath(line)
-			if len(path) == 0 {
-				continue
-			}
-			for _, it := range strings.Split(string(line[bytes.LastIndexAny(line, " \t")+1:]), ",") {
-				if itemName(it) == p.Name {
-					found = true
-					fl.section = strings.TrimSuffix(it[:len(it)-len(p.Name)], "/")
-					fl.files = append(fl.files, string(path))
-				}
-			}
-		}
-		if found {
+		if fl, ok := lists[p.Name]; ok {
 			return fl, true
 		}
 	}
 	return fileList{}, false
+}
+
+// split reads a Contents file of the parent into the file list of each package name.
+func (l *parentLists) split(k contentsKey) map[string]fileList {
+	data, ok := previousFile(l.o.TreeDir, "dists/"+k.suite+"/"+k.name(), l.par.files)
+	if !ok {
+		return nil
+	}
+	out := map[string]fileList{}
+	for len(data) > 0 {
+		line, rest, _ := bytes.Cut(data, []byte("\n"))
+		data = rest
+		path := contentsPath(line)
+		if len(path) == 0 {
+			continue
+		}
+		for _, it := range strings.Split(string(line[bytes.LastIndexAny(line, " \t")+1:]), ",") {
+			name := itemName(it)
+			fl := out[name]
+			fl.name, fl.section = name, strings.TrimSuffix(it[:len(it)-len(name)], "/")
+			fl.files = append(fl.files, string(path))
+			out[name] = fl
+		}
+	}
+	return out
 }
