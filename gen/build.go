@@ -98,6 +98,11 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return abort(par.explain(err))
 	}
+	// Write the Contents files whose packages changed; reuse the others.
+	cont, err := writeContents(ctx, &o, par, pkgs.list, ins, tw, &idx)
+	if err != nil {
+		return abort(par.explain(err))
+	}
 	// Sign the Release of each suite whose indexes or header changed.
 	rel, err := signReleases(&o, par, idx.suites, tw)
 	if err != nil {
@@ -106,9 +111,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	files := append(idx.files, rel.files...)
 	files = append(files, suiteAliases(&o, files)...)
 	slices.SortFunc(files, func(x, y manifest.File) int { return strings.Compare(x.Path, y.Path) })
-	stats.IndexesWritten, stats.SuitesSigned = idx.written, rel.signed
+	stats.IndexesWritten, stats.ContentsWritten, stats.SuitesSigned = idx.written, cont.written, rel.signed
 
-	if upToDate(&o, par.m, pkgs.list, files, idx.written+rel.signed > 0) {
+	if upToDate(&o, par.m, pkgs.list, files, idx.written+cont.written+rel.signed > 0) {
 		abort(nil)
 		stats.Packages = len(par.m.Packages)
 		writeStatCache(&o, encodeStatCache(ins.all, ins.kept))

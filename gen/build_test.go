@@ -179,6 +179,11 @@ const (
 	arm64Dir = "dists/stable/main/binary-arm64/"
 )
 
+// contentsByHash is the by-hash directory of the Contents files of stable/main.
+const contentsByHash = "dists/stable/main/by-hash/"
+
+func contentsOf(arch string) string { return "dists/stable/main/Contents-" + arch }
+
 var signedFiles = []string{"dists/stable/Release", "dists/stable/InRelease", "dists/stable/Release.gpg"}
 
 func TestNoChangeIsUpToDate(t *testing.T) {
@@ -207,8 +212,8 @@ func TestAddOne(t *testing.T) {
 		rewritten  []string // index directories rewritten
 		untouched  string   // an index directory that must not change ("" for none)
 	}{
-		{name: "amd64", arch: "amd64", indexes: 1, rewritten: []string{amd64Dir}, untouched: arm64Dir},
-		{name: "all", arch: "all", indexes: 2, rewritten: []string{amd64Dir, arm64Dir}},
+		{name: "amd64", arch: "amd64", indexes: 1, rewritten: []string{amd64Dir, contentsOf("amd64"), contentsByHash}, untouched: contentsOf("arm64")},
+		{name: "all", arch: "all", indexes: 2, rewritten: []string{amd64Dir, arm64Dir, contentsOf("amd64"), contentsOf("arm64"), contentsByHash}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRepo(t, repoConfig{Real: true, Synth: 4})
@@ -216,14 +221,24 @@ func TestAddOne(t *testing.T) {
 			writeOne(t, r.in("new"), "newpkg", "2:1.5-1", tc.arch, "pkg000000")
 			res, changed := changedPaths(t, r)
 			s := res.Stats
-			if s.Read != 1 || s.Added != 1 || s.Removed != 0 || s.Packages != 9 || s.Inputs != 9 || s.IndexesWritten != tc.indexes || s.SuitesSigned != 1 {
-				t.Errorf("stats %+v: want Read 1, Added 1, Removed 0, Packages 9, Inputs 9, IndexesWritten %d, SuitesSigned 1", s, tc.indexes)
+			if s.Read != 1 || s.Added != 1 || s.Removed != 0 || s.Packages != 9 || s.Inputs != 9 || s.IndexesWritten != tc.indexes || s.ContentsWritten != tc.indexes || s.SuitesSigned != 1 {
+				t.Errorf("stats %+v: want Read 1, Added 1, Removed 0, Packages 9, Inputs 9, IndexesWritten and ContentsWritten %d, SuitesSigned 1", s, tc.indexes)
 			}
 			pool := "pool/main/n/newpkg/newpkg_1.5-1_" + tc.arch + ".deb"
 			allowed := append([]string{pool}, signedFiles...)
 			assertOnlyUnder(t, changed, append(allowed, tc.rewritten...)...)
 			assertChanged(t, changed, allowed...)
 			for _, dir := range tc.rewritten {
+				if arch, ok := strings.CutPrefix(dir, contentsOf("")); ok {
+					assertChanged(t, changed, dir, dir+".gz")
+					if c := string(readTree(t, r, dir)); !strings.Contains(c, "usr/share/doc/newpkg/README") {
+						t.Errorf("Contents-%s does not list newpkg's file:\n%s", arch, c)
+					}
+					continue
+				}
+				if dir == contentsByHash {
+					continue
+				}
 				assertChanged(t, changed, dir+"Packages", dir+"Packages.gz", dir+"Packages.xz")
 				arch := strings.TrimPrefix(strings.TrimSuffix(dir, "/"), "dists/stable/main/binary-")
 				if names := packageNames(t, packagesFile(t, r, arch)); !slices.Contains(names, "newpkg") {
@@ -257,7 +272,10 @@ func TestRemoveOne(t *testing.T) {
 	if s.Read != 0 || s.Removed != 1 || s.Added != 0 || s.Packages != 7 || s.IndexesWritten != 1 {
 		t.Errorf("stats %+v: want Read 0, Removed 1, Added 0, Packages 7, IndexesWritten 1", s)
 	}
-	assertOnlyUnder(t, changed, append([]string{amd64Dir}, signedFiles...)...)
+	assertOnlyUnder(t, changed, append([]string{amd64Dir, contentsOf("amd64"), contentsByHash}, signedFiles...)...)
+	if c := string(readTree(t, r, contentsOf("amd64"))); strings.Contains(c, "libnatpmp-dev") || !strings.Contains(c, "libnatpmp1") {
+		t.Errorf("Contents-amd64 still lists the removed package, or lost another:\n%s", c)
+	}
 	if names := packageNames(t, packagesFile(t, r, "amd64")); slices.Contains(names, "libnatpmp-dev") {
 		t.Errorf("Packages still lists the removed package: %v", names)
 	}

@@ -271,8 +271,12 @@ func TestCopy(t *testing.T) {
 	if testingSt == "" || testingSt != stableSt {
 		t.Errorf("stable's stanza %q differs from testing's %q", stableSt, testingSt)
 	}
-	if res.Stats.FilesWritten > 12 {
-		t.Errorf("the copy wrote %d files; want only stable's indexes and Release files", res.Stats.FilesWritten)
+	// The copy's file list comes from testing's Contents file: its .deb is gone.
+	if c := string(readTree(t, r, "dists/stable/main/Contents-amd64")); !strings.Contains(c, "usr/share/doc/tool/README ") {
+		t.Errorf("stable's Contents-amd64 does not list the copied tool's file:\n%s", c)
+	}
+	if res.Stats.FilesWritten > 16 {
+		t.Errorf("the copy wrote %d files; want only stable's indexes, its Contents and Release files", res.Stats.FilesWritten)
 	}
 
 	r.Opts.Copy = []gen.Copy{{Name: "tool", Version: "3.0", FromSuite: "testing", FromComp: "main", ToSuite: "stable", ToComponent: "main"}}

@@ -75,7 +75,8 @@ type Options struct {
 
 	// Fetch, when set, reads an object of the store by its SHA-256. A build whose tree
 	// lacks the parent's dists/ files (a fresh CI runner, a parent taken from controld)
-	// fetches them through it; pool files are never fetched.
+	// fetches them through it. A pool file is fetched only for the file list of a
+	// package that no Contents file of the parent lists and the build cache lacks.
 	Fetch func(ctx context.Context, sum string) ([]byte, error)
 
 	Key *sign.Key
@@ -103,17 +104,18 @@ type Progress struct {
 
 // Stats summarise what a build did.
 type Stats struct {
-	Inputs         int   // .deb files named by the configuration
-	Read           int   // of those, opened and parsed in this build
-	Packages       int   // packages in the release
-	Added          int   // packages not in the previous release
-	Removed        int   // packages of the previous release no longer listed
-	Copied         int   // packages listed in another suite or component by Options.Copy
-	Pruned         int   // packages removed by retention (Suite.KeepVersions)
-	IndexesWritten int   // Packages indexes regenerated (each in three forms)
-	SuitesSigned   int   // Release files written and signed
-	FilesWritten   int   // files written to the tree
-	BytesWritten   int64 // bytes written to the tree
+	Inputs          int   // .deb files named by the configuration
+	Read            int   // of those, opened and parsed in this build
+	Packages        int   // packages in the release
+	Added           int   // packages not in the previous release
+	Removed         int   // packages of the previous release no longer listed
+	Copied          int   // packages listed in another suite or component by Options.Copy
+	Pruned          int   // packages removed by retention (Suite.KeepVersions)
+	IndexesWritten  int   // Packages indexes regenerated (each in three forms)
+	ContentsWritten int   // Contents files regenerated (each plain and gzipped)
+	SuitesSigned    int   // Release files written and signed
+	FilesWritten    int   // files written to the tree
+	BytesWritten    int64 // bytes written to the tree
 }
 
 // Result is the outcome of Build.

@@ -148,13 +148,14 @@ func appendStatCacheSum(b []byte) []byte {
 
 // nextStatCache returns the stat cache to save after a build of m from prev. It deletes
 // the tree paths the release before prev kept, which no published release lists any more,
-// and prunes the index chunk cache.
+// and prunes the index chunk cache and the file lists.
 func nextStatCache(o *Options, prev, m *manifest.Manifest, ins *inputSet, icache *index.Cache) []byte {
 	kept := ins.kept
 	if prev != nil {
 		kept = pruneKept(o.TreeDir, prev, m, kept)
 	}
 	icache.Prune()
+	pruneFileLists(o, prev, m)
 	return encodeStatCache(ins.all, kept)
 }
 

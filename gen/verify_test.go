@@ -114,10 +114,10 @@ func TestVerifyTree(t *testing.T) {
 				if err != nil || len(rep.Problems) != 0 {
 					t.Fatalf("intact tree: %v, problems %q", err, rep.Problems)
 				}
-				// 2 architectures x 3 forms; 6 packages, one of them listed in both indexes
-				// but counted once.
-				if rep.Suites != 1 || rep.Indexes != 6 || rep.PoolFiles != 6 {
-					t.Errorf("report %+v: want 1 suite, 6 indexes, 6 pool files", rep)
+				// 2 architectures x (3 forms of Packages + 2 of Contents); 6 packages, one of
+				// them listed in both indexes but counted once.
+				if rep.Suites != 1 || rep.Indexes != 10 || rep.PoolFiles != 6 {
+					t.Errorf("report %+v: want 1 suite, 10 indexes, 6 pool files", rep)
 				}
 				return
 			}

@@ -62,21 +62,21 @@ func truncated(name, format string, args ...any) error {
 	return fmt.Errorf("%s: %w: %w: %s", name, ErrTruncated, ErrNotDeb, fmt.Sprintf(format, args...))
 }
 
-// scan reads the whole archive and returns the raw control file. Member order is
+// scan reads the whole archive and returns the raw control file and the paths data.tar
+// lists (see readData). Member order is
 // checked as dpkg-deb checks it: debian-binary first, then control.tar, then
 // data.tar; members whose names start with "_" may appear after debian-binary.
-func (s *scanner) scan(name string) ([]byte, error) {
+func (s *scanner) scan(name string) (control []byte, files []string, err error) {
 	if _, err := io.ReadFull(s.br, s.hdr[:len(arMagic)]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			return nil, notDeb(name, "too short to be an ar archive")
+			return nil, nil, notDeb(name, "too short to be an ar archive")
 		}
-		return nil, fmt.Errorf("%s: read: %w", name, err)
+		return nil, nil, fmt.Errorf("%s: read: %w", name, err)
 	}
 	if string(s.hdr[:len(arMagic)]) != arMagic {
-		return nil, notDeb(name, "no ar archive signature")
+		return nil, nil, notDeb(name, "no ar archive signature")
 	}
 	s.off = int64(len(arMagic))
-	var control []byte
 	var sawBinary, sawData bool
 	for {
 		memberName, size, err := s.next(name)
@@ -84,13 +84,13 @@ func (s *scanner) scan(name string) ([]byte, error) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		m := &member{br: s.br, n: size}
 		switch {
 		case !sawBinary:
 			if memberName != "debian-binary" {
-				return nil, notDeb(name, "first ar member is %q, not debian-binary", memberName)
+				return nil, nil, notDeb(name, "first ar member is %q, not debian-binary", memberName)
 			}
 			err = s.readBinaryVersion(name, m)
 			sawBinary = true
@@ -98,36 +98,37 @@ func (s *scanner) scan(name string) ([]byte, error) {
 			// Reserved for local additions; dpkg ignores them.
 		case strings.HasPrefix(memberName, "control.tar"):
 			if control != nil || sawData {
-				return nil, notDeb(name, "unexpected second or misplaced ar member %q", memberName)
+				return nil, nil, notDeb(name, "unexpected second or misplaced ar member %q", memberName)
 			}
 			control, err = s.readControl(name, memberName, m)
 		case strings.HasPrefix(memberName, "data.tar"):
 			if control == nil {
-				return nil, notDeb(name, "ar member %q comes before control.tar", memberName)
+				return nil, nil, notDeb(name, "ar member %q comes before control.tar", memberName)
 			}
 			if sawData {
-				return nil, notDeb(name, "second data member %q", memberName)
+				return nil, nil, notDeb(name, "second data member %q", memberName)
 			}
 			sawData = true
+			files, err = s.readData(name, memberName, m)
 		default:
-			return nil, notDeb(name, "unexpected ar member %q", memberName)
+			return nil, nil, notDeb(name, "unexpected ar member %q", memberName)
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := s.skip(name, memberName, m, size); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	switch {
 	case !sawBinary:
-		return nil, notDeb(name, "empty ar archive")
+		return nil, nil, notDeb(name, "empty ar archive")
 	case control == nil:
-		return nil, notDeb(name, "no control.tar member")
+		return nil, nil, notDeb(name, "no control.tar member")
 	case !sawData:
-		return nil, notDeb(name, "no data.tar member")
+		return nil, nil, notDeb(name, "no data.tar member")
 	}
-	return control, nil
+	return control, files, nil
 }
 
 // next reads the next ar member header. It returns io.EOF at a clean end.

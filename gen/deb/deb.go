@@ -52,6 +52,9 @@ type Package struct {
 	Fields                      []Field // the control paragraph in its original order
 	Size                        int64
 	MD5, SHA1, SHA256           string // lowercase hex of the whole .deb
+	// Files lists what the package installs, as a Contents file lists it: every entry of
+	// data.tar but directories, relative to the root without "./", sorted, each once.
+	Files []string
 }
 
 // Value returns the value of the named control field (names match without regard
@@ -66,7 +69,7 @@ func (p *Package) Value(name string) (string, bool) {
 }
 
 // ReadFile reads a .deb once, computing its digests while it extracts the control
-// paragraph. Errors name the path and, for field problems, the field (see
+// paragraph and lists data.tar's files. Errors name the path and, for field problems, the field (see
 // FieldError); structural problems wrap ErrNotDeb. ReadFile and Read are safe
 // for concurrent use.
 func ReadFile(path string) (*Package, error) {
@@ -93,7 +96,7 @@ func ReadFile(path string) (*Package, error) {
 func Read(r io.Reader, name string, size int64) (*Package, error) {
 	s := getScanner(r)
 	defer putScanner(s)
-	control, err := s.scan(name)
+	control, files, err := s.scan(name)
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +110,7 @@ func Read(r io.Reader, name string, size int64) (*Package, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.Files = files
 	p.Size = s.d.n
 	p.MD5 = hex.EncodeToString(s.d.md5.Sum(nil))
 	p.SHA1 = hex.EncodeToString(s.d.sha1.Sum(nil))

@@ -48,6 +48,11 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("size %d sha256 %s, want %d %x", p.Size, p.SHA256, len(data), sum)
 		}
 		checkStanza(t, p)
+		for i, f := range p.Files {
+			if c, ok := contentsPath(f); !ok || c != f || i > 0 && p.Files[i-1] >= f {
+				t.Fatalf("file list not clean and sorted: %q", p.Files)
+			}
+		}
 	})
 }
 

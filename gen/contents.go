@@ -1,0 +1,506 @@
+package gen
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/armor-apt/armor/gen/deb"
+	"github.com/armor-apt/armor/gen/release"
+	"github.com/armor-apt/armor/manifest"
+	"github.com/klauspost/compress/gzip"
+	"golang.org/x/sync/errgroup"
+)
+
+// Contents files say which package installs which file, for apt-file: one per component
+// and architecture, dists/<codename>/<component>/Contents-<arch> (and Contents-udeb-<arch>
+// for a component with .udeb packages), served plain and as .gz with by-hash copies, and
+// listed in Release. The format is Debian's (dak's, without the header it dropped in
+// 2016): one line per path, sorted by path, the path padded to 55 columns, a space, and
+// the comma-separated [section/]name of every package that installs it, sorted by name.
+// As in dak, a package's name counts once per index, with the files of its newest version;
+// Architecture: all packages are listed in every architecture's file.
+//
+// A release is its parent plus a change, and so is its Contents file: the parent's file
+// (in the tree, or fetched into it by hydrate) gives the lines of every package the change
+// leaves alone, and only the packages added or replaced are read: from this build's .deb
+// reads, from the build cache (contentscache.go), from an input, or from the store.
+
+// contentsMade is what writeContents adds to the release.
+type contentsMade struct {
+	written int
+}
+
+// contentsKey names one Contents file.
+type contentsKey struct {
+	suite, component, arch string
+	udeb                   bool
+}
+
+// contentsName is the file's path relative to dists/<codename>/.
+func (k contentsKey) name() string {
+	if k.udeb {
+		return k.component + "/Contents-udeb-" + k.arch
+	}
+	return k.component + "/Contents-" + k.arch
+}
+
+var contentsVariants = []string{"", ".gz"}
+
+// contentsColumn is the width dak pads paths to.
+const contentsColumn = 55
+
+// writeContents stages every Contents file whose packages changed and reuses the others,
+// adding their entries to idx: the files to the manifest, the sums to their suite's
+// Release.
+func writeContents(ctx context.Context, o *Options, par *parent, pkgs []manifest.Package, ins *inputSet, tw *treeWriter, idx *indexesMade) (contentsMade, error) {
+	var out contentsMade
+	members := groupContents(pkgs, o.Suites)
+	prevMembers := groupContents(par.packages(), o.Suites)
+	lists := newFileLists(o, ins)
+	// Contents files of one component share a by-hash directory, and two of them may
+	// have the same content (the Architecture: all packages alone, or none).
+	byHash := map[string]bool{}
+	listByHash := func(f manifest.File) bool {
+		if byHash[f.Path] {
+			return false
+		}
+		byHash[f.Path] = true
+		idx.files = append(idx.files, f)
+		return true
+	}
+	lists.fromParent = (&parentLists{o: o, par: par, members: prevMembers}).find
+	for sum, in := range ins.fresh {
+		if in.pkg != nil {
+			lists.remember(sum, fileListOf(in.pkg))
+		}
+	}
+	for si, s := range o.Suites {
+		dist := "dists/" + s.Codename + "/"
+		prevSums := previousReleaseSums(o.TreeDir, dist+"Release", par.files)
+		for _, comp := range s.Components {
+			for _, arch := range s.Architectures {
+				for _, udeb := range []bool{false, true} {
+					if err := ctx.Err(); err != nil {
+						return out, err
+					}
+					key := contentsKey{s.Codename, comp, arch, udeb}
+					sel, prevSel := newestByName(members[key]), newestByName(prevMembers[key])
+					lists.listed(sel)
+					if udeb && len(sel) == 0 {
+						continue // Contents-udeb only where there are udebs
+					}
+					rel := key.name()
+					if kept, ok := reusableContents(o, par.files, prevSums, dist, rel, sel, prevSel); ok {
+						for _, v := range contentsVariants {
+							idx.suites[si].sums[rel+v] = prevSums[rel+v]
+						}
+						for _, f := range kept {
+							if strings.Contains(f.Path, "/by-hash/") {
+								listByHash(f)
+							} else {
+								idx.files = append(idx.files, f)
+							}
+						}
+						continue
+					}
+					base, _ := previousFile(o.TreeDir, dist+rel, par.files)
+					plain, err := buildContents(ctx, base, sel, prevSel, lists)
+					if err != nil {
+						return out, fmt.Errorf("contents %s%s: %w", dist, rel, err)
+					}
+					if err := stageContents(tw, dist+rel, plain, func(v int, d release.Digests) bool {
+						idx.suites[si].sums[rel+contentsVariants[v]] = d
+						idx.files = append(idx.files, manifest.File{Path: dist + rel + contentsVariants[v], Size: d.Size, SHA256: d.SHA256})
+						return listByHash(manifest.File{Path: byHashPath(dist+rel, d.SHA256), Size: d.Size, SHA256: d.SHA256})
+					}); err != nil {
+						return out, fmt.Errorf("contents %s%s: %w", dist, rel, err)
+					}
+					idx.suites[si].changed = true
+					out.written++
+				}
+			}
+		}
+	}
+	lists.save()
+	return out, nil
+}
+
+// groupContents sorts packages (in canonical order) into the Contents files that list
+// them: their own architecture's, or every architecture of the suite for
+// Architecture: all; udebs apart.
+func groupContents(pkgs []manifest.Package, suites []Suite) map[contentsKey][]*manifest.Package {
+	archs := make(map[string][]string, len(suites))
+	for _, s := range suites {
+		archs[s.Codename] = s.Architectures
+	}
+	out := map[contentsKey][]*manifest.Package{}
+	for i := range pkgs {
+		p := &pkgs[i]
+		udeb := strings.HasSuffix(p.Path, ".udeb")
+		if p.Architecture != "all" {
+			k := contentsKey{p.Suite, p.Component, p.Architecture, udeb}
+			out[k] = append(out[k], p)
+			continue
+		}
+		for _, a := range archs[p.Suite] {
+			k := contentsKey{p.Suite, p.Component, a, udeb}
+			out[k] = append(out[k], p)
+		}
+	}
+	return out
+}
+
+// newestByName returns, of packages in canonical order (grouped by name), the newest
+// version of each name: the package a Contents file describes. Of two packages of the
+// same version (Architecture: all and the file's own), the later in canonical order wins.
+func newestByName(members []*manifest.Package) []*manifest.Package {
+	var out []*manifest.Package
+	for _, p := range members {
+		if n := len(out); n > 0 && out[n-1].Name == p.Name {
+			if compareVersions(p.Version, out[n-1].Version) >= 0 {
+				out[n-1] = p
+			}
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// reusableContents returns the manifest entries of a Contents file whose packages did
+// not change and whose files the tree and the previous Release still vouch for.
+func reusableContents(o *Options, prevFiles map[string]manifest.File, prevSums map[string]release.Digests, dist, rel string, sel, prevSel []*manifest.Package) ([]manifest.File, bool) {
+	if prevSums == nil || o.Verify || !slices.EqualFunc(sel, prevSel, sameFiles) {
+		return nil, false
+	}
+	p := dist + rel
+	var keep []manifest.File
+	for _, v := range contentsVariants {
+		d, ok := prevSums[rel+v]
+		f, ok2 := prevFiles[p+v]
+		if !ok || !ok2 || d.SHA256 != f.SHA256 || d.Size != f.Size || !inTree(o.TreeDir, f) {
+			return nil, false
+		}
+		bh, ok := prevFiles[byHashPath(p, f.SHA256)]
+		if !ok {
+			return nil, false
+		}
+		keep = append(keep, f, bh)
+	}
+	return keep, true
+}
+
+// buildContents returns the Contents file of the packages sel. base is the parent's
+// file, whose packages were prevSel, or nil: then every package's files are looked up.
+func buildContents(ctx context.Context, base []byte, sel, prevSel []*manifest.Package, lists *fileLists) ([]byte, error) {
+	if base == nil && len(prevSel) > 0 {
+		prevSel = nil // the parent's file is gone: every package is looked up
+	}
+	// The names whose lines go (left, or replaced by another version), and the packages
+	// whose lines come.
+	prevByName := make(map[string]*manifest.Package, len(prevSel))
+	for _, p := range prevSel {
+		prevByName[p.Name] = p
+	}
+	gone := map[string]bool{}
+	var added []*manifest.Package
+	for _, p := range sel {
+		if old, ok := prevByName[p.Name]; ok {
+			delete(prevByName, p.Name)
+			if sameFiles(old, p) {
+				continue
+			}
+			gone[p.Name] = true
+		}
+		added = append(added, p)
+	}
+	for name := range prevByName {
+		gone[name] = true
+	}
+	fresh, err := lists.get(ctx, added)
+	if err != nil {
+		return nil, err
+	}
+	return mergeContents(base, gone, fresh), nil
+}
+
+// contentsEntry is one path of one package.
+type contentsEntry struct {
+	path, name, qualified string
+}
+
+// mergeContents returns base less the packages named in gone, plus the files of added.
+func mergeContents(base []byte, gone map[string]bool, added []fileList) []byte {
+	var fresh []contentsEntry
+	for _, l := range added {
+		q := l.name
+		if l.section != "" {
+			q = l.section + "/" + l.name
+		}
+		for _, f := range l.files {
+			fresh = append(fresh, contentsEntry{f, l.name, q})
+		}
+	}
+	slices.SortFunc(fresh, func(a, b contentsEntry) int {
+		return cmp.Or(strings.Compare(a.path, b.path), strings.Compare(a.name, b.name))
+	})
+	out := make([]byte, 0, len(base)+len(fresh)*(contentsColumn+32))
+	var items []string
+	for len(base) > 0 || len(fresh) > 0 {
+		var line []byte
+		var path string
+		if len(base) > 0 {
+			end := bytes.IndexByte(base, '\n')
+			if end < 0 {
+				end = len(base) - 1
+				base = append(base, '\n') // a last line without its newline
+			}
+			line = base[:end]
+			path = string(contentsPath(line))
+		}
+		switch {
+		case len(base) > 0 && (len(fresh) == 0 || path < fresh[0].path):
+			base = base[len(line)+1:]
+			if path == "" {
+				continue // not a Contents line
+			}
+			if len(gone) == 0 {
+				out = append(out, line...)
+				out = append(out, '\n')
+				continue
+			}
+			items = keptItems(items[:0], line, gone)
+			out = appendContentsLine(out, path, items)
+		case len(base) > 0 && path == fresh[0].path:
+			base = base[len(line)+1:]
+			items = keptItems(items[:0], line, gone)
+			for len(fresh) > 0 && fresh[0].path == path {
+				items = append(items, fresh[0].qualified)
+				fresh = fresh[1:]
+			}
+			slices.SortFunc(items, func(a, b string) int { return strings.Compare(itemName(a), itemName(b)) })
+			out = appendContentsLine(out, path, slices.Compact(items))
+		default:
+			path = fresh[0].path
+			items = items[:0]
+			for len(fresh) > 0 && fresh[0].path == path {
+				items = append(items, fresh[0].qualified)
+				fresh = fresh[1:]
+			}
+			out = appendContentsLine(out, path, slices.Compact(items))
+		}
+	}
+	return out
+}
+
+// contentsPath returns the path of a Contents line: what comes before the last run of
+// blanks. Paths may hold blanks; package lists do not.
+func contentsPath(line []byte) []byte {
+	i := bytes.LastIndexAny(line, " \t")
+	if i <= 0 {
+		return nil
+	}
+	return bytes.TrimRight(line[:i], " \t")
+}
+
+// keptItems appends the packages of a Contents line that are not in gone.
+func keptItems(items []string, line []byte, gone map[string]bool) []string {
+	list := string(line[bytes.LastIndexAny(line, " \t")+1:])
+	for list != "" {
+		var it string
+		it, list, _ = strings.Cut(list, ",")
+		if it != "" && !gone[itemName(it)] {
+			items = append(items, it)
+		}
+	}
+	return items
+}
+
+// itemName returns the package name of a qualified [[area/]section/]name.
+func itemName(q string) string { return q[strings.LastIndexByte(q, '/')+1:] }
+
+func appendContentsLine(out []byte, path string, items []string) []byte {
+	if len(items) == 0 {
+		return out
+	}
+	out = append(out, path...)
+	for n := len(path); n < contentsColumn; n++ {
+		out = append(out, ' ')
+	}
+	out = append(out, ' ')
+	for i, it := range items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, it...)
+	}
+	return append(out, '\n')
+}
+
+// stageContents stages a Contents file, plain and gzipped, each with its by-hash copy
+// unless list, told each form's digests (by its index in contentsVariants), says another
+// file of the same content has it.
+func stageContents(tw *treeWriter, p string, plain []byte, list func(v int, d release.Digests) bool) error {
+	gz, err := gzipContents(plain)
+	if err != nil {
+		return err
+	}
+	for i, data := range [][]byte{plain, gz} {
+		d := digestsOf(data)
+		f, also := p+contentsVariants[i], []string{byHashPath(p, d.SHA256)}
+		if !list(i, d) {
+			also = nil
+		}
+		tw.Go(func() error {
+			if err := tw.WriteFile(f, data, also...); err != nil {
+				return fmt.Errorf("contents %s: %w", f, err)
+			}
+			return nil
+		})
+	}
+	return nil
+}
+
+// contentsMember is the plain size from which a Contents file is compressed as several
+// gzip members on all cores; apt reads the members as one stream.
+const contentsMember = 4 << 20
+
+// gzipContents compresses a Contents file: at a fast level (it is rewritten whenever a
+// package of its index changes), in members of about contentsMember plain bytes each cut
+// after a line, compressed in parallel.
+func gzipContents(plain []byte) ([]byte, error) {
+	var parts [][]byte
+	for rest := plain; len(rest) > 0; {
+		n := len(rest)
+		if n > contentsMember {
+			n = contentsMember + bytes.IndexByte(rest[contentsMember:], '\n') + 1
+			if n <= contentsMember {
+				n = len(rest)
+			}
+		}
+		parts = append(parts, rest[:n])
+		rest = rest[n:]
+	}
+	if len(parts) == 0 {
+		parts = [][]byte{nil}
+	}
+	out := make([][]byte, len(parts))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, part := range parts {
+		g.Go(func() error {
+			var b bytes.Buffer
+			zw, err := gzip.NewWriterLevel(&b, contentsGzipLevel)
+			if err != nil {
+				return err
+			}
+			if _, err := zw.Write(part); err != nil {
+				return err
+			}
+			if err := zw.Close(); err != nil {
+				return err
+			}
+			out[i] = b.Bytes()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return bytes.Join(out, nil), nil
+}
+
+const contentsGzipLevel = gzip.BestSpeed
+
+// fileList is what a Contents file needs of one package.
+type fileList struct {
+	name, section string
+	files         []string
+}
+
+// fileListOf returns a package's file list from the package as read.
+func fileListOf(pkg *deb.Package) fileList {
+	sec, _ := pkg.Value("Section")
+	return fileList{name: pkg.Name, section: strings.TrimSpace(sec), files: pkg.Files}
+}
+
+// parentLists finds file lists in the parent's Contents files, for packages copied
+// between suites or components: each file it needs is read and split once per build.
+type parentLists struct {
+	o       *Options
+	par     *parent
+	members map[contentsKey][]*manifest.Package // the parent's, by Contents file
+
+	mu     sync.Mutex
+	where  map[string][]contentsKey            // by SHA-256: the files listing the package
+	byName map[contentsKey]map[string]fileList // nil for a file the tree lacks
+}
+
+// find returns the file list of p from a Contents file of the parent that lists p's very
+// file: p is the newest of its name there.
+func (l *parentLists) find(p *manifest.Package) (fileList, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.where == nil {
+		l.where = map[string][]contentsKey{}
+		l.byName = map[contentsKey]map[string]fileList{}
+		for k, m := range l.members {
+			for _, q := range newestByName(m) {
+				l.where[q.SHA256] = append(l.where[q.SHA256], k)
+			}
+		}
+		for _, keys := range l.where {
+			slices.SortFunc(keys, func(a, b contentsKey) int {
+				return strings.Compare(a.suite+"/"+a.name(), b.suite+"/"+b.name())
+			})
+		}
+	}
+	for _, k := range l.where[p.SHA256] {
+		lists, done := l.byName[k]
+		if !done {
+			lists = l.split(k)
+			l.byName[k] = lists
+		}
+		if fl, ok := lists[p.Name]; ok {
+			return fl, true
+		}
+	}
+	return fileList{}, false
+}
+
+// split reads a Contents file of the parent into the file list of each package name.
+func (l *parentLists) split(k contentsKey) map[string]fileList {
+	data, ok := previousFile(l.o.TreeDir, "dists/"+k.suite+"/"+k.name(), l.par.files)
+	if !ok {
+		return nil
+	}
+	out := map[string]fileList{}
+	for len(data) > 0 {
+		line, rest, _ := bytes.Cut(data, []byte("\n"))
+		data = rest
+		path := contentsPath(line)
+		if len(path) == 0 {
+			continue
+		}
+		for _, it := range strings.Split(string(line[bytes.LastIndexAny(line, " \t")+1:]), ",") {
+			name := itemName(it)
+			fl := out[name]
+			fl.name, fl.section = name, strings.TrimSuffix(it[:len(it)-len(name)], "/")
+			fl.files = append(fl.files, string(path))
+			out[name] = fl
+		}
+	}
+	return out
+}
+
+// sameFiles reports whether two entries are the same package file in the same place: what
+// a Contents file says of them (a phasing, say, does not change it).
+func sameFiles(a, b *manifest.Package) bool {
+	return a.Key() == b.Key() && a.Path == b.Path && a.SHA256 == b.SHA256
+}
