@@ -90,13 +90,22 @@ func debianPackages() ([]byte, string, error) {
 // xzSize returns the size of `xz args...` of plain.
 func xzSize(b *testing.B, plain []byte, args ...string) int {
 	b.Helper()
+	n, err := runXZ(plain, args...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// runXZ returns the size of `xz args...` of plain.
+func runXZ(plain []byte, args ...string) (int, error) {
 	cmd := exec.Command("xz", append([]string{"-T1", "-c"}, args...)...)
 	cmd.Stdin = bytes.NewReader(plain)
 	out, err := cmd.Output()
 	if err != nil {
-		b.Fatalf("xz %v (install xz-utils): %v", args, err)
+		return 0, fmt.Errorf("xz %v (install xz-utils): %w", args, err)
 	}
-	return len(out)
+	return len(out), nil
 }
 
 // BenchmarkDebianXZ builds the index of Debian's bookworm main amd64 Packages without a
@@ -167,6 +176,16 @@ func BenchmarkDebianXZBlocks(b *testing.B) {
 			})
 		}
 	}
+	for _, ctx := range []string{"none", "previous"} {
+		b.Run("xz-6/chunk=128KiB/context="+ctx, func(b *testing.B) {
+			chunks, _ := layout(stanzas, defaultChunking.cut(stanzas, hashes))
+			var size int
+			for b.Loop() {
+				size = chunkContextSize(b, plain.Plain, chunks, ctx == "previous")
+			}
+			report(b, size)
+		})
+	}
 	for _, avg := range []int{128 << 10, 512 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("armor/chunk=%dKiB", avg>>10), func(b *testing.B) {
 			ck := chunking{min: avg / 4, avg: avg, max: 4 * avg}
@@ -190,4 +209,40 @@ func BenchmarkDebianXZBlocks(b *testing.B) {
 			report(b, size)
 		})
 	}
+}
+
+// chunkContextSize returns the total size of raw LZMA2 data (`xz -6 --format=raw`) of each
+// chunk compressed on its own, or, with previous, of each chunk compressed after the
+// chunk before it: the size of the previous chunk and the current one compressed together,
+// less that of the previous one alone. The latter estimates a stream whose chunks may
+// refer back into the previous chunk only, so that a changed chunk changes the compressed
+// bytes of itself and of the chunk after it. The estimate is optimistic by the LZMA2
+// state reset such a stream needs at each chunk, which xz cannot show.
+func chunkContextSize(b *testing.B, plain []byte, chunks []chunk, previous bool) int {
+	b.Helper()
+	raw := func(p []byte) (int, error) { return runXZ(p, "--format=raw", "--lzma2=preset=6") }
+	sizes := make([]int, len(chunks))
+	if err := parallel(len(chunks), func(i int) error {
+		ch := chunks[i]
+		var err error
+		if !previous || i == 0 {
+			sizes[i], err = raw(plain[ch.off : ch.off+ch.size])
+			return err
+		}
+		prev := chunks[i-1]
+		both, err := raw(plain[prev.off : ch.off+ch.size])
+		if err != nil {
+			return err
+		}
+		alone, err := raw(plain[prev.off:ch.off])
+		sizes[i] = both - alone
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	total := 0
+	for _, n := range sizes {
+		total += n
+	}
+	return total
 }
