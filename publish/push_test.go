@@ -272,20 +272,22 @@ func TestPushIncremental(t *testing.T) {
 					want[sum] = true
 				}
 			}
-			// What changed, by path: the .deb, the amd64 index in three forms (and their
-			// by-hash names), Release and its two signatures, and the manifest itself.
+			// What changed, by path: the .deb, the amd64 index in three forms and the
+			// amd64 Contents in two (and their by-hash names), Release and its two
+			// signatures, and the manifest itself.
 			paths := pathsOf(nu, want)
 			byHash := 0
 			for _, path := range paths {
 				if strings.Contains(path, "/by-hash/") {
 					byHash++
-					if !strings.Contains(path, "/binary-amd64/") {
-						t.Errorf("new by-hash object outside binary-amd64: %s", path)
+					if !strings.Contains(path, "/binary-amd64/") && !strings.HasPrefix(path, "dists/stable/main/by-hash/") {
+						t.Errorf("new by-hash object outside binary-amd64 and main's Contents: %s", path)
 					}
 				}
 			}
 			wantPaths := []string{
 				"dists/stable/InRelease", "dists/stable/Release", "dists/stable/Release.gpg",
+				"dists/stable/main/Contents-amd64", "dists/stable/main/Contents-amd64.gz",
 				"dists/stable/main/binary-amd64/Packages", "dists/stable/main/binary-amd64/Packages.gz",
 				"dists/stable/main/binary-amd64/Packages.xz", "pool/main/a/added/" + filepath.Base(deb),
 			}
