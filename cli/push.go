@@ -240,7 +240,7 @@ func printPush(g *Globals, r *pushResult) error {
 		return nil
 	}
 	fmt.Fprintf(w, "pushed release %s to %s in %.2fs\n", short(r.Release), r.Store, r.Elapsed)
-	fmt.Fprintf(w, "  objects: %d; uploaded %d (%s), already present %d (%s), known from the last push %d\n",
+	fmt.Fprintf(w, "  objects: %d; uploaded %d (%s), already present %d (%s), known present without asking (the last push, or the recorded parent) %d\n",
 		r.Objects, r.Uploaded, humanBytes(r.BytesUploaded), r.Present, humanBytes(r.BytesPresent), r.Known)
 	switch {
 	case r.Outcome == outcomeStaleParent:
