@@ -392,38 +392,47 @@ func checkRemovals(o *Options, prev *manifest.Manifest, pkgs []manifest.Package)
 	if prev == nil || o.AllowRemovals {
 		return nil
 	}
+	syncing := map[string]float64{}
 	for _, s := range o.Suites {
-		if !s.Sync {
+		if s.Sync {
+			syncing[s.Codename] = cmp.Or(s.MaxRemovals, DefaultMaxRemovals)
+		}
+	}
+	if len(syncing) == 0 {
+		return nil
+	}
+	// Both lists are in canonical order: one walk counts, per suite, the parent's
+	// packages and those the release no longer lists.
+	before, gone := map[string]int{}, map[string][]*manifest.Package{}
+	j := 0
+	for i := range prev.Packages {
+		p := &prev.Packages[i]
+		if _, ok := syncing[p.Suite]; !ok {
 			continue
 		}
-		var before []manifest.Package
-		for _, p := range prev.Packages {
-			if p.Suite == s.Codename {
-				before = append(before, p)
-			}
+		before[p.Suite]++
+		for j < len(pkgs) && comparePackageKeys(pkgs[j], *p) < 0 {
+			j++
 		}
-		if len(before) == 0 {
+		if j == len(pkgs) || comparePackageKeys(pkgs[j], *p) != 0 {
+			gone[p.Suite] = append(gone[p.Suite], p)
+		}
+	}
+	for _, s := range o.Suites {
+		share, n, g := syncing[s.Codename], before[s.Codename], gone[s.Codename]
+		if !s.Sync || n == 0 || share >= 1 || float64(len(g)) <= share*float64(n) {
 			continue
 		}
-		var gone []string
-		for _, p := range before {
-			if _, ok := slices.BinarySearchFunc(pkgs, p, comparePackageKeys); !ok {
-				gone = append(gone, fmt.Sprintf("%s %s (%s) in %s", p.Name, p.Version, p.Architecture, p.Component))
-			}
+		var shown []string
+		for _, p := range g[:min(len(g), 5)] {
+			shown = append(shown, fmt.Sprintf("%s %s (%s) in %s", p.Name, p.Version, p.Architecture, p.Component))
 		}
-		share := s.MaxRemovals
-		if share == 0 {
-			share = DefaultMaxRemovals
+		more := ""
+		if len(g) > len(shown) {
+			more = fmt.Sprintf(" and %d more", len(g)-len(shown))
 		}
-		if share < 1 && float64(len(gone)) > share*float64(len(before)) {
-			shown := gone[:min(len(gone), 5)]
-			more := ""
-			if len(gone) > len(shown) {
-				more = fmt.Sprintf(" and %d more", len(gone)-len(shown))
-			}
-			return fmt.Errorf("%w: suite %s mirrors its inputs (sync = true), and %d of its %d packages are no longer among them (%s%s), more than the %g%% it may remove at once (max_removals); check that the inputs are in place, or build with --allow-removals if the removals are intended",
-				ErrTooManyRemovals, s.Codename, len(gone), len(before), strings.Join(shown, ", "), more, share*100)
-		}
+		return fmt.Errorf("%w: suite %s mirrors its inputs (sync = true), and %d of its %d packages are no longer among them (%s%s), more than the %g%% it may remove at once (max_removals); check that the inputs are in place, or build with --allow-removals if the removals are intended",
+			ErrTooManyRemovals, s.Codename, len(g), n, strings.Join(shown, ", "), more, share*100)
 	}
 	return nil
 }
