@@ -4,14 +4,17 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
+	"compress/bzip2"
 	"errors"
 	"fmt"
-	"github.com/klauspost/compress/gzip"
 	"io"
 	"path"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/ulikunitz/xz/lzma"
 )
 
 const (
@@ -195,33 +198,13 @@ func (s *scanner) readBinaryVersion(name string, m *member) error {
 
 // readControl decompresses a control.tar member and returns its control file.
 func (s *scanner) readControl(name, memberName string, m *member) ([]byte, error) {
-	var r io.Reader
-	var done func()
-	switch ext := strings.TrimPrefix(memberName, "control.tar"); ext {
-	case "":
-		r = m
-	case ".gz":
-		if s.gz == nil {
-			s.gz = new(gzip.Reader)
-		}
-		if err := s.gz.Reset(m); err != nil {
-			return nil, s.controlError(name, memberName, m, err)
-		}
-		r = s.gz
-	case ".xz":
-		xr, err := newXZReader(m)
-		if err != nil {
-			return nil, s.controlError(name, memberName, m, err)
-		}
-		r = xr
-	case ".zst":
-		zr, err := getZstd(m)
-		if err != nil {
-			return nil, s.controlError(name, memberName, m, err)
-		}
-		r, done = zr, func() { putZstd(zr) }
-	default:
+	// dpkg compresses control.tar with none, gzip, xz or zstd only.
+	r, done, err := s.decompress(strings.TrimPrefix(memberName, "control.tar"), m, false)
+	if errors.Is(err, errUnsupported) {
 		return nil, notDeb(name, "unsupported compression of ar member %q", memberName)
+	}
+	if err != nil {
+		return nil, s.controlError(name, memberName, m, err)
 	}
 	if done != nil {
 		defer done()
@@ -301,4 +284,44 @@ func (m *member) ReadByte() (byte, error) {
 		m.n--
 	}
 	return c, err
+}
+
+// errUnsupported: an ar member compressed in a way a .deb does not use.
+var errUnsupported = errors.New("unsupported compression")
+
+// decompress returns a reader of the member m compressed as ext says ("", ".gz", ".xz",
+// ".zst", and with old also ".bz2" and ".lzma", which only data.tar may use), and a
+// function to call once it is read (nil when there is none).
+func (s *scanner) decompress(ext string, m *member, old bool) (io.Reader, func(), error) {
+	switch ext {
+	case "":
+		return m, nil, nil
+	case ".gz":
+		if s.gz == nil {
+			s.gz = new(gzip.Reader)
+		}
+		if err := s.gz.Reset(m); err != nil {
+			return nil, nil, err
+		}
+		return s.gz, nil, nil
+	case ".xz":
+		xr, err := newXZReader(m)
+		return xr, nil, err
+	case ".zst":
+		zr, err := getZstd(m)
+		if err != nil {
+			return nil, nil, err
+		}
+		return zr, func() { putZstd(zr) }, nil
+	case ".bz2":
+		if old {
+			return bzip2.NewReader(m), nil, nil
+		}
+	case ".lzma":
+		if old {
+			lr, err := lzma.ReaderConfig{DictCap: maxXZDict}.NewReader(m)
+			return lr, nil, err
+		}
+	}
+	return nil, nil, errUnsupported
 }

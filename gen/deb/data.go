@@ -2,15 +2,12 @@ package deb
 
 import (
 	"archive/tar"
-	"compress/bzip2"
+	"errors"
 	"fmt"
 	"io"
 	"path"
 	"slices"
 	"strings"
-
-	"github.com/klauspost/compress/gzip"
-	"github.com/ulikunitz/xz/lzma"
 )
 
 const (
@@ -28,41 +25,12 @@ const (
 // are covered by the package's digests, and the archive's trailing padding and the
 // compressor's own checksum are not read.
 func (s *scanner) readData(name, memberName string, m *member) ([]string, error) {
-	var r io.Reader
-	var done func()
-	switch ext := strings.TrimPrefix(memberName, "data.tar"); ext {
-	case "":
-		r = m
-	case ".gz":
-		if s.gz == nil {
-			s.gz = new(gzip.Reader)
-		}
-		if err := s.gz.Reset(m); err != nil {
-			return nil, s.dataError(name, memberName, m, err)
-		}
-		r = s.gz
-	case ".xz":
-		xr, err := newXZReader(m)
-		if err != nil {
-			return nil, s.dataError(name, memberName, m, err)
-		}
-		r = xr
-	case ".zst":
-		zr, err := getZstd(m)
-		if err != nil {
-			return nil, s.dataError(name, memberName, m, err)
-		}
-		r, done = zr, func() { putZstd(zr) }
-	case ".bz2":
-		r = bzip2.NewReader(m)
-	case ".lzma":
-		lr, err := lzma.ReaderConfig{DictCap: maxXZDict}.NewReader(m)
-		if err != nil {
-			return nil, s.dataError(name, memberName, m, err)
-		}
-		r = lr
-	default:
+	r, done, err := s.decompress(strings.TrimPrefix(memberName, "data.tar"), m, true)
+	if errors.Is(err, errUnsupported) {
 		return nil, notDeb(name, "unsupported compression of ar member %q", memberName)
+	}
+	if err != nil {
+		return nil, s.dataError(name, memberName, m, err)
 	}
 	if done != nil {
 		defer done()
