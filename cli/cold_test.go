@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/armor-apt/armor/internal/testkit/controldtest"
@@ -139,4 +141,28 @@ func TestBuildFromActive(t *testing.T) {
 	if site.active(t) != res.Release {
 		t.Errorf("active %s, want the runner's %s", site.active(t), res.Release)
 	}
+}
+
+// TestControldReplicasFailover: every command that talks to controld takes a
+// comma-separated list of replicas and moves past one that does not answer; a push
+// through that list records and activates.
+func TestControldReplicasFailover(t *testing.T) {
+	site := newControldSite(t)
+	p := site.project(t)
+	armorOK(t, "-c", p.cfg, "repos", "create")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + l.Addr().String()
+	l.Close()
+	both := dead + "," + site.url
+	out := armorOK(t, "-c", p.cfg, "push", "--controld", both)
+	if !strings.Contains(out, "recorded and activated") {
+		t.Fatalf("push through %s: %s", both, out)
+	}
+	if out := armorOK(t, "-c", p.cfg, "status", "--controld", both); !strings.Contains(out, short(site.active(t))) {
+		t.Errorf("status through %s does not show the active release:\n%s", both, out)
+	}
+	armorFails(t, 1, []string{dead}, "-c", p.cfg, "status", "--controld", dead)
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/armor-apt/armor/controld/api"
@@ -67,59 +68,111 @@ func (e *APIError) Is(target error) bool {
 	return false
 }
 
-// Client talks to one controld with one token. It is safe for concurrent use.
+// Client talks to controld with one token. It is safe for concurrent use.
+//
+// It may know several replicas of controld (on one PostgreSQL database): a request that
+// gets no answer from one, or an answer 503 (its database is unreachable), goes to the
+// next, and the client keeps to the replica that answered. Every request is safe to
+// send twice: reads are, and recording and activating are idempotent (an activation
+// that took effect before its answer was lost finds its release active).
 type Client struct {
-	base  string
+	bases []string
 	token string
 	http  *http.Client
+	cur   atomic.Int64 // index in bases of the replica that answered last
 }
 
-// New returns a client of the controld at baseURL (such as "https://controld:7380"),
-// authenticating with token. A nil httpClient means http.DefaultClient.
+// New returns a client of the controld at baseURL (such as "https://controld:7380"), or
+// of the replicas at a comma-separated list of URLs, authenticating with token. A nil
+// httpClient means http.DefaultClient.
 func New(baseURL, token string, httpClient *http.Client) *Client {
 	if httpClient == nil {
 		httpClient = http.DefaultClient
 	}
-	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, http: httpClient}
+	c := &Client{token: token, http: httpClient}
+	for _, b := range strings.Split(baseURL, ",") {
+		if b = strings.TrimRight(strings.TrimSpace(b), "/"); b != "" {
+			c.bases = append(c.bases, b)
+		}
+	}
+	if len(c.bases) == 0 {
+		c.bases = []string{""}
+	}
+	return c
 }
 
-// do sends a request with an optional JSON body and decodes a 2xx answer into out.
+// URL returns the base URL of the replica the client talks to now.
+func (c *Client) URL() string { return c.bases[int(c.cur.Load())%len(c.bases)] }
+
+// do sends a request with an optional JSON body and decodes a 2xx answer into out,
+// trying each replica in turn, from the one that answered last, while they do not answer
+// or answer 503.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	var payload []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return fmt.Errorf("%s %s: encode request: %w", method, path, err)
 		}
-		body = bytes.NewReader(b)
+		payload = b
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	start := int(c.cur.Load())
+	var err error
+	for i := range c.bases {
+		n := (start + i) % len(c.bases)
+		var retry bool
+		retry, err = c.doOnce(ctx, c.bases[n], method, path, payload, in != nil, out)
+		if !retry || ctx.Err() != nil {
+			if err == nil || !retry {
+				c.cur.Store(int64(n))
+			}
+			return err
+		}
+	}
+	return err
+}
+
+// doOnce sends the request to one replica. retry says whether another replica may
+// answer where this one did not.
+func (c *Client) doOnce(ctx context.Context, base, method, path string, payload []byte, hasBody bool, out any) (retry bool, err error) {
+	var body io.Reader
+	if hasBody {
+		body = bytes.NewReader(payload)
+	}
+	if len(c.bases) > 1 {
+		defer func() {
+			if err != nil {
+				err = fmt.Errorf("%s: %w", base, err)
+			}
+		}()
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return false, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
-	if in != nil {
+	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return true, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("%s %s: read answer: %w", method, path, err)
+		return true, fmt.Errorf("%s %s: read answer: %w", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return decodeError(resp.StatusCode, data)
+		return resp.StatusCode == http.StatusServiceUnavailable, decodeError(resp.StatusCode, data)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+			return false, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
 		}
 	}
-	return nil
+	return false, nil
 }
 
 func decodeError(status int, data []byte) *APIError {
@@ -283,7 +336,7 @@ func (c *Client) RevokeToken(ctx context.Context, name string) (*api.Token, erro
 // the routes version differs from since, or after wait with ErrNotModified. The routes
 // are validated (api.ParseRoutes).
 func (c *Client) Routes(ctx context.Context, since uint64, wait time.Duration) (*api.Routes, error) {
-	req, err := api.NewRoutesRequest(ctx, c.base, c.token, since, wait)
+	req, err := api.NewRoutesRequest(ctx, c.URL(), c.token, since, wait)
 	if err != nil {
 		return nil, err
 	}
