@@ -35,7 +35,8 @@ type Config struct {
 	Listen string `toml:"listen"`
 	// AdminListen is the address of the admin listener (/healthz, /metrics).
 	AdminListen string `toml:"admin_listen"`
-	// Controld is controld's base URL, e.g. "http://127.0.0.1:7380".
+	// Controld is controld's base URL, e.g. "http://127.0.0.1:7380", or the replicas'
+	// URLs, comma-separated: a poll that one does not answer moves to the next.
 	Controld string `toml:"controld"`
 	// TokenFile holds controld's read-only token (one line). When empty the token comes
 	// from the ARMOR_EDGE_TOKEN environment variable.
@@ -192,9 +193,11 @@ func (c Config) Validate() error {
 	if c.Controld == "" {
 		return errors.New("controld: the controld URL is required")
 	}
-	u, err := url.Parse(c.Controld)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("controld: %q is not an http(s) URL", c.Controld)
+	for _, r := range controldURLs(c.Controld) {
+		u, err := url.Parse(r)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("controld: %q is not an http(s) URL (several replicas: a comma-separated list)", r)
+		}
 	}
 	if c.CacheSize < 0 {
 		return fmt.Errorf("cache_size: %d is negative", c.CacheSize)

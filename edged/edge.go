@@ -40,6 +40,9 @@ type Edge struct {
 
 	table atomic.Pointer[table]
 	feed  feedHealth
+	// replica counts the controld replicas given up on: the next poll goes to
+	// controldURLs(cfg.Controld)[replica % their number].
+	replica atomic.Uint64
 	acme  *acmeTLS // set by EnableACME; nil serves plain HTTP only
 
 	applyMu  sync.Mutex          // serialises apply

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -94,13 +95,21 @@ func (e *Edge) poll(ctx context.Context) (*api.Routes, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait+30*time.Second)
 	defer cancel()
-	req, err := api.NewRoutesRequest(ctx, e.cfg.Controld, e.token, since, wait)
+	// Replicas of controld (a comma-separated list) are polled one at a time; one that
+	// does not answer, or answers 5xx, passes the next poll to the next replica. Every
+	// replica's feed wakes on any replica's flip (LISTEN/NOTIFY), so any will do.
+	replicas := controldURLs(e.cfg.Controld)
+	n := e.replica.Load()
+	base := replicas[int(n%uint64(len(replicas)))]
+	next := func() { e.replica.CompareAndSwap(n, n+1) }
+	req, err := api.NewRoutesRequest(ctx, base, e.token, since, wait)
 	if err != nil {
 		return nil, fmt.Errorf("poll routes: %w", err)
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("poll routes from %s: %w", e.cfg.Controld, err)
+		next()
+		return nil, fmt.Errorf("poll routes from %s: %w", base, err)
 	}
 	defer resp.Body.Close()
 	r, notModified, err := api.ReadRoutes(resp)
@@ -109,11 +118,28 @@ func (e *Edge) poll(ctx context.Context) (*api.Routes, error) {
 	case notModified:
 		return nil, errNotModified
 	case errors.As(err, &se) && (se.Status == http.StatusUnauthorized || se.Status == http.StatusForbidden):
-		return nil, fmt.Errorf("poll routes from %s: controld refused the token (%w): check %s or token_file", e.cfg.Controld, err, TokenEnv)
+		return nil, fmt.Errorf("poll routes from %s: controld refused the token (%w): check %s or token_file", base, err, TokenEnv)
 	case err != nil:
-		return nil, fmt.Errorf("poll routes from %s: %w", e.cfg.Controld, err)
+		if !errors.As(err, &se) || se.Status >= 500 {
+			next()
+		}
+		return nil, fmt.Errorf("poll routes from %s: %w", base, err)
 	}
 	return r, nil
+}
+
+// controldURLs splits the controld setting into the replicas' URLs.
+func controldURLs(s string) []string {
+	var out []string
+	for _, u := range strings.Split(s, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{""}
+	}
+	return out
 }
 
 // apply makes r the served routes: it loads every manifest r needs, builds the new
