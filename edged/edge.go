@@ -43,7 +43,7 @@ type Edge struct {
 	// replica counts the controld replicas given up on: the next poll goes to
 	// controldURLs(cfg.Controld)[replica % their number].
 	replica atomic.Uint64
-	acme  *acmeTLS // set by EnableACME; nil serves plain HTTP only
+	acme    *acmeTLS // set by EnableACME; nil serves plain HTTP only
 
 	applyMu  sync.Mutex          // serialises apply
 	releases map[string]*release // loaded manifests by object digest; under applyMu
