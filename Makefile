@@ -9,7 +9,7 @@ PKGS    := ./...
 RACE    := ./controld/... ./edged/... ./store/... ./publish/... ./gen
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build build-all test test-race bench lint demo demo-stop demo-check deps clean fuzz
+.PHONY: all build build-all deb test test-race bench lint demo demo-stop demo-check deps clean fuzz
 
 all: build
 
@@ -37,6 +37,13 @@ $(ARMOR): FORCE
 # A store on a backend the binary lacks fails, naming the backend and this target.
 build-all:
 	$(GO) build -trimpath -buildvcs=auto -tags allbackends -ldflags '$(VERSION_LDFLAGS)' -o $(ARMOR) ./cli/armor
+
+# deb packages armor for the servers that run controld and edged: every rclone backend,
+# /usr/bin/armor, the systemd units, /etc/armor/*.toml (conffiles) and the armor system
+# user (cmd/mkdeb). Without a tag, the version is 0.0~git<date>.<commit>.
+DEB_VERSION ?= $(or $(patsubst v%,%,$(GIT_VERSION)),0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null).$(shell git rev-parse --short HEAD 2>/dev/null))
+deb: build-all
+	$(GO) run ./cmd/mkdeb -binary $(ARMOR) -version '$(DEB_VERSION)' -arch $(shell dpkg --print-architecture) -out $(BIN)
 
 # A real S3 server for the store tests: rclone's own `serve s3`, built from its Go module
 # with the local backend only, so it builds in a fraction of rclone's full time.

@@ -23,9 +23,10 @@ type File struct {
 
 // Write returns a binary package (format 2.0: debian-binary, control.tar.gz,
 // data.tar.gz) of the control paragraph and files. control holds the fields, one per
-// line, without Installed-Size, which Write adds. Every timestamp is mtime, so the same
+// line, without Installed-Size, which Write adds. scripts are maintainer scripts
+// ("/postinst", "/prerm", ...), made executable. Every timestamp is mtime, so the same
 // arguments give the same bytes.
-func Write(control string, files []File, mtime time.Time) ([]byte, error) {
+func Write(control string, files []File, mtime time.Time, scripts ...File) ([]byte, error) {
 	var installed int64
 	sorted := append([]File(nil), files...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
@@ -43,6 +44,13 @@ func Write(control string, files []File, mtime time.Time) ([]byte, error) {
 	ctl := []File{{Path: "/control", Data: []byte(control)}}
 	if len(conffiles) > 0 {
 		ctl = append(ctl, File{Path: "/conffiles", Data: []byte(strings.Join(conffiles, "\n") + "\n")})
+	}
+	for _, sc := range scripts {
+		if strings.Count(sc.Path, "/") != 1 || !path.IsAbs(sc.Path) {
+			return nil, fmt.Errorf("maintainer script %q: want a name such as /postinst", sc.Path)
+		}
+		sc.Mode = 0o755
+		ctl = append(ctl, sc)
 	}
 	controlTar, err := tarGzFiles(ctl, mtime, false)
 	if err != nil {
