@@ -27,6 +27,10 @@ func BenchmarkColdRunner10k(b *testing.B) {
 	}
 }
 
+// BenchmarkColdRunner100k is the same at 100,000 packages, on the local store (its setup
+// publishes the 100,000 packages once: minutes).
+func BenchmarkColdRunner100k(b *testing.B) { benchColdRunner(b, "local", 100_000) }
+
 func benchColdRunner(b *testing.B, kind string, n int) {
 	var remote string
 	switch kind {
@@ -78,6 +82,7 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 	}
 
 	var wall time.Duration
+	var requests int64
 	var peak, base float64 // base: what the process holds before a run (controld in process, the setup's heap)
 	b.ResetTimer()
 	b.StopTimer()
@@ -104,15 +109,17 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 		base = max(base, benchkit.MiB(b, "VmRSS"))
 		b.StartTimer()
 		t0 := time.Now()
-		res, err := runBuild(context.Background(), rcfg, buildOptions{})
+		counted := store.NewCounting(s)
+		res, err := runBuild(context.Background(), rcfg, buildOptions{Store: counted})
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, err := runPush(context.Background(), rcfg, pushOptions{Activate: true}); err != nil {
+		if _, err := runPush(context.Background(), rcfg, pushOptions{Activate: true, Store: counted}); err != nil {
 			b.Fatal(err)
 		}
 		wall += time.Since(t0)
 		b.StopTimer()
+		requests += counted.Counts().Requests()
 		peak = max(peak, benchkit.MiB(b, "VmHWM"))
 		if res.Stats.Packages != n+1+i {
 			b.Fatalf("run %d: %d packages, want %d", i, res.Stats.Packages, n+1+i)
@@ -124,4 +131,5 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 	b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "build+push-ms")
 	b.ReportMetric(peak, "peak-MiB")
 	b.ReportMetric(base, "base-MiB")
+	b.ReportMetric(float64(requests)/float64(b.N), "store-requests")
 }
