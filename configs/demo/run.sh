@@ -248,14 +248,14 @@ say "Done. What you need next"
 cat <<NEXT
   Repository URL (through the edge): http://$host/   (edge at http://$edge_addr; point DNS or a proxy at it)
   Signing key: $repo/keys/demo-archive-keyring.asc  (binary keyring: $keyring)
-  On an apt client, install the key as /etc/apt/keyrings/demo-archive-keyring.gpg and add
+  On an apt client, install the key as /usr/share/keyrings/demo-archive-keyring.gpg and add
   /etc/apt/sources.list.d/demo.sources:
 
     Types: deb
     URIs: http://$host/
     Suites: stable
     Components: main
-    Signed-By: /etc/apt/keyrings/demo-archive-keyring.gpg
+    Signed-By: /usr/share/keyrings/demo-archive-keyring.gpg
 
   Publish a change:  cd $repo && cp new.deb debs/ && $armor build && ARMOR_TOKEN=\$(cat $run/admin.token) $armor push
   The daemons keep running. Stop them with:  make demo-stop   (or configs/demo/run.sh stop)
