@@ -74,3 +74,36 @@ func verifyRolledBack(ctx context.Context, st Store, repo, active string) error 
 	}
 	return nil
 }
+
+// CheckRolledBack refuses to activate id when it, or a release it is built on, is
+// marked rolled back (marks by release id). The walk up the chain of parents, through
+// get, stops at the active release and at a release a rollback activated (both are
+// accepted content), and below the oldest marked release (nothing older can be marked).
+// Every state store applies this one rule inside its activation transaction.
+func CheckRolledBack(repo, id, active string, marks map[string]RolledBack, get func(id string) (Release, bool, error)) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	stop := map[string]bool{active: true}
+	oldest := uint64(0)
+	for _, x := range marks {
+		stop[x.ReplacedBy] = true
+		if oldest == 0 || x.Seq < oldest {
+			oldest = x.Seq
+		}
+	}
+	for cur := id; cur != ""; {
+		if x, ok := marks[cur]; ok {
+			return &RolledBackError{Repository: repo, Release: id, RolledBack: x}
+		}
+		if stop[cur] {
+			return nil
+		}
+		rel, ok, err := get(cur)
+		if err != nil || !ok || rel.Seq < oldest {
+			return err // an unknown release is the caller's ErrNotFound
+		}
+		cur = rel.Parent
+	}
+	return nil
+}

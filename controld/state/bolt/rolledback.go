@@ -62,37 +62,15 @@ func (s *Store) RolledBack(ctx context.Context, repo string) (out []state.Rolled
 	return out, err
 }
 
-// checkRolledBack refuses to activate id when it, or a release it is built on, is
-// marked rolled back. The walk up the chain of parents stops at the active release and
-// at a release a rollback activated (both are accepted content), and below the oldest
-// marked release (nothing older can be marked).
+// checkRolledBack applies state.CheckRolledBack in the transaction.
 func checkRolledBack(tx *bbolt.Tx, repo, id, active string) error {
 	m, err := marks(tx, repo)
-	if err != nil || len(m) == 0 {
+	if err != nil {
 		return err
 	}
-	stop := map[string]bool{active: true}
-	oldest := uint64(0)
-	for _, x := range m {
-		stop[x.ReplacedBy] = true
-		if oldest == 0 || x.Seq < oldest {
-			oldest = x.Seq
-		}
-	}
-	for cur := id; cur != ""; {
-		if x, ok := m[cur]; ok {
-			return &state.RolledBackError{Repository: repo, Release: id, RolledBack: x}
-		}
-		if stop[cur] {
-			return nil
-		}
-		rel, ok, err := getRelease(tx, repo, cur)
-		if err != nil || !ok || rel.Seq < oldest {
-			return err // an unknown release is the caller's ErrNotFound
-		}
-		cur = rel.Parent
-	}
-	return nil
+	return state.CheckRolledBack(repo, id, active, m, func(id string) (state.Release, bool, error) {
+		return getRelease(tx, repo, id)
+	})
 }
 
 // clearRolledBack removes the marks of id and of every release it is built on: a forced

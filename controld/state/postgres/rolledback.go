@@ -58,35 +58,15 @@ func cmpU64(a, b uint64) int {
 	return 0
 }
 
-// checkRolledBack refuses to activate id when it, or a release it is built on, is
-// marked rolled back (see the bbolt store's checkRolledBack).
+// checkRolledBack applies state.CheckRolledBack in the transaction.
 func checkRolledBack(ctx context.Context, tx pgx.Tx, repo, id, active string) error {
 	m, err := marks(ctx, tx, repo)
-	if err != nil || len(m) == 0 {
+	if err != nil {
 		return err
 	}
-	stop := map[string]bool{active: true}
-	oldest := uint64(0)
-	for _, x := range m {
-		stop[x.ReplacedBy] = true
-		if oldest == 0 || x.Seq < oldest {
-			oldest = x.Seq
-		}
-	}
-	for cur := id; cur != ""; {
-		if x, ok := m[cur]; ok {
-			return &state.RolledBackError{Repository: repo, Release: id, RolledBack: x}
-		}
-		if stop[cur] {
-			return nil
-		}
-		rel, ok, err := getRelease(ctx, tx, repo, cur)
-		if err != nil || !ok || rel.Seq < oldest {
-			return err // an unknown release is the caller's ErrNotFound
-		}
-		cur = rel.Parent
-	}
-	return nil
+	return state.CheckRolledBack(repo, id, active, m, func(id string) (state.Release, bool, error) {
+		return getRelease(ctx, tx, repo, id)
+	})
 }
 
 // clearRolledBack removes the marks of id and of every release it is built on, and
