@@ -227,26 +227,22 @@ func appendPackage(b []byte, p *Package) ([]byte, bool) {
 	}
 	b = append(b, lEnd...)
 	for i := range p.Files {
-		f := &p.Files[i]
-		if !plainString(f.Path) || !plainString(f.SHA256) {
+		var ok bool
+		if b, ok = appendTable(b, lPkgFile, &p.Files[i]); !ok {
 			return b, false
 		}
-		b = append(b, lPkgFile...)
-		b = append(b, f.Path...)
-		b = append(b, lSize...)
-		b = strconv.AppendInt(b, f.Size, 10)
-		b = append(b, lSHA256...)
-		b = append(b, f.SHA256...)
-		b = append(b, lEnd...)
 	}
 	return b, true
 }
 
-func appendFile(b []byte, f *File) ([]byte, bool) {
+func appendFile(b []byte, f *File) ([]byte, bool) { return appendTable(b, lFile, f) }
+
+// appendTable appends a file table whose header literal is header.
+func appendTable(b []byte, header string, f *File) ([]byte, bool) {
 	if !plainString(f.Path) || !plainString(f.SHA256) {
 		return b, false
 	}
-	b = append(b, lFile...)
+	b = append(b, header...)
 	b = append(b, f.Path...)
 	b = append(b, lSize...)
 	b = strconv.AppendInt(b, f.Size, 10)
@@ -296,6 +292,19 @@ func parseTop(s string) (m *Manifest, d *decoder, idAt int, ok bool) {
 	return m, d, idAt, d.ok
 }
 
+// file reads one file table whose header literal is header.
+func (d *decoder) file(header string) File {
+	var f File
+	d.lit(header)
+	f.Path = d.str()
+	d.lit(lSize)
+	f.Size = d.num()
+	d.lit(lSHA256)
+	f.SHA256 = d.str()
+	d.lit(lEnd)
+	return f
+}
+
 // tables reads the [[package]] and [[file]] tables to the end of the input.
 func (d *decoder) tables(m *Manifest) bool {
 	s := d.s
@@ -330,28 +339,12 @@ func (d *decoder) tables(m *Manifest) bool {
 			}
 			d.lit(lEnd)
 			for d.ok && strings.HasPrefix(s[d.pos:], lPkgFile) {
-				p.Files = append(p.Files, File{})
-				f := &p.Files[len(p.Files)-1]
-				d.lit(lPkgFile)
-				f.Path = d.str()
-				d.lit(lSize)
-				f.Size = d.num()
-				d.lit(lSHA256)
-				f.SHA256 = d.str()
-				d.lit(lEnd)
+				p.Files = append(p.Files, d.file(lPkgFile))
 			}
 		}
 	}
 	for d.ok && strings.HasPrefix(s[d.pos:], lFile) {
-		m.Files = append(m.Files, File{})
-		f := &m.Files[len(m.Files)-1]
-		d.lit(lFile)
-		f.Path = d.str()
-		d.lit(lSize)
-		f.Size = d.num()
-		d.lit(lSHA256)
-		f.SHA256 = d.str()
-		d.lit(lEnd)
+		m.Files = append(m.Files, d.file(lFile))
 	}
 	return d.ok && d.pos == len(s)
 }
