@@ -16,14 +16,7 @@ import (
 // armor build publishes with the other packages, and that apt installs: the keyring it
 // installs is the published one, and its .sources names the repository with Signed-By.
 func TestKeyPackage(t *testing.T) {
-	isolate(t)
-	t.Setenv("SOURCE_DATE_EPOCH", testDate)
-	dir := filepath.Join(t.TempDir(), "repo")
-	armorOK(t, "init", "--dir", dir, "--name", "acme", "--hostname", "apt.acme.test", "--key-algo", "eddsa")
-	cfg := filepath.Join(dir, "armor.toml")
-	if _, err := synth.WriteOne(filepath.Join(dir, "debs"), "hello", "1.0-1", "amd64", ""); err != nil {
-		t.Fatal(err)
-	}
+	dir, cfg := initAcme(t)
 	out := armorOK(t, "-c", cfg, "key", "package", "--out", filepath.Join(dir, "debs"))
 	deb := filepath.Join(dir, "debs", "acme-archive-keyring_2026.01.01_all.deb")
 	if !strings.Contains(out, deb) {
@@ -55,4 +48,18 @@ func TestKeyPackage(t *testing.T) {
 		!strings.Contains(string(sources), "Signed-By: /usr/share/keyrings/acme-archive-keyring.gpg\n") {
 		t.Errorf("installed sources: %v\n%s", err, sources)
 	}
+}
+
+// initAcme runs armor init for repository acme at apt.acme.test (an EdDSA key, no store
+// or controld) with hello 1.0-1 in debs/, and returns the directory and armor.toml.
+func initAcme(t *testing.T) (dir, cfg string) {
+	t.Helper()
+	isolate(t)
+	t.Setenv("SOURCE_DATE_EPOCH", testDate)
+	dir = filepath.Join(t.TempDir(), "repo")
+	armorOK(t, "init", "--dir", dir, "--name", "acme", "--hostname", "apt.acme.test", "--key-algo", "eddsa")
+	if _, err := synth.WriteOne(filepath.Join(dir, "debs"), "hello", "1.0-1", "amd64", ""); err != nil {
+		t.Fatal(err)
+	}
+	return dir, filepath.Join(dir, "armor.toml")
 }

@@ -14,14 +14,7 @@ import (
 // accepts the repository with the old keyring alone and with the new one alone; after
 // --finish the new key signs alone, and the old keyring no longer verifies it.
 func TestKeyRotate(t *testing.T) {
-	isolate(t)
-	t.Setenv("SOURCE_DATE_EPOCH", testDate)
-	dir := filepath.Join(t.TempDir(), "repo")
-	armorOK(t, "init", "--dir", dir, "--name", "acme", "--hostname", "apt.acme.test", "--key-algo", "eddsa")
-	cfg := filepath.Join(dir, "armor.toml")
-	if _, err := synth.WriteOne(filepath.Join(dir, "debs"), "hello", "1.0-1", "amd64", ""); err != nil {
-		t.Fatal(err)
-	}
+	dir, cfg := initAcme(t)
 	armorOK(t, "-c", cfg, "build")
 	oldRing := filepath.Join(t.TempDir(), "old.gpg")
 	copyFileT(t, filepath.Join(dir, "keys", "acme-archive-keyring.gpg"), oldRing)
