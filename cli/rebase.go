@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/gen"
@@ -55,9 +54,16 @@ func rebase(ctx context.Context, cfgPath string, o pushOptions) (*buildResult, e
 	added, removed := gen.Replay(parent, built)
 	b := buildOptions{Parent: active, Store: s, Controld: o.Controld}
 	tree := cfg.Resolve(cfg.Output.Tree)
+	// The active release's packages by identity: the change is applied against them.
+	onActive := map[manifest.Key]string{} // → digest
+	if active != nil {
+		for _, p := range active.Packages {
+			onActive[p.Key()] = p.SHA256
+		}
+	}
 	for _, p := range added {
 		f := filepath.Join(tree, filepath.FromSlash(p.Path))
-		if active != nil && slices.ContainsFunc(active.Packages, func(q manifest.Package) bool { return q.Key() == p.Key() && q.SHA256 == p.SHA256 }) {
+		if sum, ok := onActive[p.Key()]; ok && sum == p.SHA256 {
 			b.Reference = append(b.Reference, p) // there already: the change is its phasing
 		} else if st, err := os.Stat(f); err == nil && st.Size() == p.Size {
 			b.Add = append(b.Add, gen.Addition{Suite: p.Suite, Component: p.Component, Path: f})
@@ -67,7 +73,7 @@ func rebase(ctx context.Context, cfgPath string, o pushOptions) (*buildResult, e
 	}
 	for _, k := range removed {
 		// What the active release no longer lists needs no removal.
-		if active != nil && slices.ContainsFunc(active.Packages, func(p manifest.Package) bool { return p.Key() == k }) {
+		if _, ok := onActive[k]; ok {
 			b.Remove = append(b.Remove, gen.Removal{Name: k.Name, Version: k.Version, Suite: k.Suite, Component: k.Component, Architecture: k.Architecture})
 		}
 	}
