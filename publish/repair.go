@@ -2,11 +2,8 @@ package publish
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 
@@ -59,7 +56,8 @@ func Repair(ctx context.Context, o RepairOptions) (*RepairReport, error) {
 	local[rel.Manifest] = o.Manifest
 	for _, p := range rep.Problems {
 		file, ok := local[p.SHA256]
-		if !ok || !fileHasDigest(file, p.SHA256) {
+		info, err := hashFile(file)
+		if !ok || err != nil || info.SHA256 != p.SHA256 {
 			out.Unrepairable = append(out.Unrepairable, p)
 			continue
 		}
@@ -68,11 +66,7 @@ func Repair(ctx context.Context, o RepairOptions) (*RepairReport, error) {
 				return out, fmt.Errorf("repair %s: delete the damaged object: %w", p.SHA256, err)
 			}
 		}
-		st, err := os.Stat(file)
-		if err != nil {
-			return out, err
-		}
-		if _, err := UploadMissing(ctx, o.Store, []Upload{{SHA256: p.SHA256, Size: st.Size(), Path: file}}, UploadOptions{}); err != nil {
+		if _, err := UploadMissing(ctx, o.Store, []Upload{{SHA256: p.SHA256, Size: info.Size, Path: file}}, UploadOptions{}); err != nil {
 			return out, fmt.Errorf("repair %s: %w", p.SHA256, err)
 		}
 		out.Repaired = append(out.Repaired, p)
@@ -81,18 +75,4 @@ func Repair(ctx context.Context, o RepairOptions) (*RepairReport, error) {
 		return out, fmt.Errorf("%w: %d of %d (push from a machine that has them, or rebuild)", ErrUnrepairable, len(out.Unrepairable), len(rep.Problems))
 	}
 	return out, nil
-}
-
-// fileHasDigest reports whether the file at p has the SHA-256 sum.
-func fileHasDigest(p, sum string) bool {
-	f, err := os.Open(p)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return false
-	}
-	return hex.EncodeToString(h.Sum(nil)) == sum
 }
