@@ -215,7 +215,7 @@ func TestStoreCheckLocalManifest(t *testing.T) {
 // store check lists it (exit 1) and reports it to controld, which then refuses a release
 // built on the active one, naming the object, where before it took the active release's
 // objects as present; push --repair uploads it again from the tree, and the push goes
-// through.
+// through. Repairing the active release itself also empties the set.
 func TestStoreCheckReportsToControld(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -259,4 +259,16 @@ func TestStoreCheckReportsToControld(t *testing.T) {
 		t.Errorf("controld's known-missing set after the repair: %+v, %v; want it empty", set, err)
 	}
 	armorOK(t, "-c", p.cfg, "store", "check")
+
+	// An object of the active release lost again: push --repair of that same release
+	// (recorded already, so nothing is verified) still takes it out of the set.
+	added := packageNamed(t, m2, "added")
+	removeT(t, objectFile(site.remote, added.SHA256))
+	armorFails(t, 1, []string{"controld found 1 of them gone too"}, "-c", p.cfg, "store", "check")
+	if out := armor(t, "-c", p.cfg, "push", "--repair"); out.code != 0 {
+		t.Fatalf("push --repair of the active release: %s", out)
+	}
+	if set, err := site.client.Missing(ctx, "test"); err != nil || len(set) != 0 {
+		t.Errorf("controld's known-missing set after repairing the active release: %+v, %v; want it empty", set, err)
+	}
 }
