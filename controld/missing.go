@@ -190,6 +190,27 @@ func (s *Server) checkKnownMissing(ctx context.Context, repo string, m *manifest
 	return nil, e
 }
 
+// checkActivation refuses to activate the recorded release id while objects it lists
+// are in the repository's known-missing set and still gone (the same 422 as recording
+// it), so that a draft recorded before the loss is not activated over it. It costs
+// nothing while the set is empty.
+func (s *Server) checkActivation(ctx context.Context, repo, id string) error {
+	set, err := s.st.Missing(ctx, repo)
+	if err != nil || len(set) == 0 {
+		return err
+	}
+	rel, err := s.st.Release(ctx, repo, id)
+	if err != nil {
+		return err
+	}
+	m, err := s.loadManifest(ctx, rel.Manifest)
+	if err != nil {
+		return err
+	}
+	_, err = s.checkKnownMissing(ctx, repo, m, firstPaths(m))
+	return err
+}
+
 func toAPIMissing(set []state.MissingObject) []api.MissingObject {
 	out := make([]api.MissingObject, len(set))
 	for i, x := range set {

@@ -38,7 +38,7 @@ func TestKnownMissing(t *testing.T) {
 	}
 
 	// Before any report the active release's objects are trusted: a draft records.
-	_, draft := next("1.5")
+	draftTree, draft := next("1.5")
 	if out, err := f.admin.RecordRelease(ctx, "demo", draft, false, ""); err != nil || !out.Created {
 		t.Fatalf("a draft before the report: %+v, %v (want it recorded: nothing told controld the object is gone)", out, err)
 	}
@@ -73,8 +73,17 @@ func TestKnownMissing(t *testing.T) {
 		t.Fatalf("GET missing: %q, %v; want %q", confirmed(set), err, wantSet)
 	}
 
-	// Now a release using the gone object is refused, naming it, and nothing changes.
+	// Now a release using the gone object is refused, naming it, and nothing changes:
+	// the draft recorded before the report is not activated either.
 	before := f.snapshot()
+	_, err = f.admin.Activate(ctx, "demo", draftTree.m.ID, one.m.ID)
+	if e := wantStatus(t, err, http.StatusUnprocessableEntity); !slices.Equal(e.Missing, []string{oldDeb.SHA256}) {
+		t.Errorf("activating the draft: missing %q, want %s", e.Missing, oldDeb.SHA256)
+	}
+	_, err = f.admin.RecordRelease(ctx, "demo", draft, true, one.m.ID)
+	if e := wantStatus(t, err, http.StatusUnprocessableEntity); !slices.Equal(e.Missing, []string{oldDeb.SHA256}) {
+		t.Errorf("recording the draft again with activate: missing %q, want %s", e.Missing, oldDeb.SHA256)
+	}
 	_, sum2 := next("2.0")
 	_, err = f.admin.RecordRelease(ctx, "demo", sum2, true, one.m.ID)
 	e := wantStatus(t, err, http.StatusUnprocessableEntity)
