@@ -23,8 +23,8 @@ import (
 
 // boltState fills a bbolt state with every kind of record: two repositories with
 // hostnames, a key and a retention; releases, activations, a rollback (its mark), a
-// deleted release, a known-missing object; tokens, one revoked. It returns the data directory and a token's
-// secret.
+// deleted release, a known-missing object; tokens, one revoked. It returns the data
+// directory and a token's secret.
 func boltState(t *testing.T) (dir, secret string) {
 	t.Helper()
 	ctx := context.Background()
