@@ -9,7 +9,7 @@ PKGS    := ./...
 RACE    := ./controld/... ./edged/... ./store/... ./publish/... ./gen
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build build-all deb test test-race bench lint demo demo-stop demo-check deps clean fuzz
+.PHONY: all build build-all deb dist test test-race bench lint demo demo-stop demo-check deps clean fuzz
 
 all: build
 
@@ -42,8 +42,28 @@ build-all:
 # /usr/bin/armor, the systemd units, /etc/armor/*.toml (conffiles) and the armor system
 # user (cmd/mkdeb). Without a tag, the version is 0.0~git<date>.<commit>.
 DEB_VERSION ?= $(or $(patsubst v%,%,$(GIT_VERSION)),0.0~git$(shell git log -1 --format=%cd --date=format:%Y%m%d 2>/dev/null).$(shell git rev-parse --short HEAD 2>/dev/null))
+DEB_ARCH    := $(shell dpkg --print-architecture 2>/dev/null)
 deb: build-all
-	$(GO) run ./cmd/mkdeb -binary $(ARMOR) -version '$(DEB_VERSION)' -arch $(shell dpkg --print-architecture) -out $(BIN)
+	$(GO) run ./cmd/mkdeb -binary $(ARMOR) -version '$(DEB_VERSION)' -arch $(DEB_ARCH) -out $(BIN)
+
+# dist makes what a user downloads, in bin/dist: armor_<version>_linux_<arch>.tar.gz (the
+# binary with every rclone backend, README.md, configs/ without the demo), the .deb
+# beside it, and SHA256SUMS of both. It first checks that the binary says it carries
+# every backend (armor version), as a user can.
+DIST      := $(BIN)/dist
+DIST_NAME := armor_$(DEB_VERSION)_linux_$(DEB_ARCH)
+dist: deb
+	$(GO) test -count=1 -tags allbackends -run '^TestBackendsAll$$' ./store/
+	@$(ARMOR) version | grep -q '^rclone backends: all ' || { echo "dist: $(ARMOR) does not carry every rclone backend:"; $(ARMOR) version; exit 1; }
+	rm -rf $(DIST) && mkdir -p $(DIST)/$(DIST_NAME)
+	cp $(ARMOR) README.md $(DIST)/$(DIST_NAME)/
+	cp -R configs $(DIST)/$(DIST_NAME)/configs && rm -rf $(DIST)/$(DIST_NAME)/configs/demo
+	tar -C $(DIST) --sort=name --owner=0 --group=0 --numeric-owner --mtime='@$(shell git log -1 --format=%ct 2>/dev/null || echo 0)' \
+		-czf $(DIST)/$(DIST_NAME).tar.gz $(DIST_NAME)
+	rm -rf $(DIST)/$(DIST_NAME)
+	cp $(BIN)/armor_$(DEB_VERSION)_$(DEB_ARCH).deb $(DIST)/
+	cd $(DIST) && sha256sum $(DIST_NAME).tar.gz armor_$(DEB_VERSION)_$(DEB_ARCH).deb > SHA256SUMS
+	@cat $(DIST)/SHA256SUMS
 
 # A real S3 server for the store tests: rclone's own `serve s3`, built from its Go module
 # with the local backend only, so it builds in a fraction of rclone's full time.

@@ -966,6 +966,22 @@ func TestVersion(t *testing.T) {
 	if !strings.HasPrefix(lines[0], want+", go") {
 		t.Errorf("armor version: %q, want it to start %q", lines[0], want)
 	}
+	// The backends it carries: local and s3 in the default build (make build); every
+	// one, gcs among them, with -tags allbackends (make build-all, deb, dist).
+	wantBackends, line := []string{"local", "s3"}, "rclone backends: "
+	if v.AllBackends {
+		wantBackends, line = append(wantBackends, "gcs", "azureblob", "sftp"), "rclone backends: all "
+	} else if slices.Contains(v.Backends, "gcs") {
+		t.Errorf("armor --json version: backends %q include gcs, which the default build lacks", v.Backends)
+	}
+	for _, b := range wantBackends {
+		if !slices.Contains(v.Backends, b) || !strings.Contains(lines[0], " "+b+",") && !strings.Contains(lines[0], " "+b+" ") {
+			t.Errorf("armor version does not name the %s backend: %q (json %q)", b, lines[0], v.Backends)
+		}
+	}
+	if second := strings.SplitN(lines[0], "\n", 3); len(second) < 2 || !strings.HasPrefix(second[1], line) {
+		t.Errorf("armor version: want a second line starting %q, got %q", line, lines[0])
+	}
 }
 
 // TestJSONErrors: under --json, whatever fails (a usage error under any command, a

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/armor-apt/armor/cli/config"
+	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
@@ -46,8 +47,12 @@ func (c *PushCmd) Run(g *Globals) error {
 		Controld: c.ControldFlags, Progress: g.stderr,
 	}
 	if c.Repair {
-		if err := repair(g, c.Jobs, c.ReadData); err != nil {
+		r, err := repair(g, c.Jobs, c.ReadData)
+		if err != nil {
 			return err
+		}
+		if !c.StoreOnly && !c.DryRun {
+			recheckRepaired(g, c.ControldFlags, r)
 		}
 	}
 	res, err := runPush(g.ctx, g.Config, o)
@@ -258,17 +263,17 @@ func printPush(g *Globals, r *pushResult) error {
 }
 
 // repair mends the store's copy of the local release before a push (push --repair).
-func repair(g *Globals, jobs int, readData bool) error {
+func repair(g *Globals, jobs int, readData bool) (*publish.RepairReport, error) {
 	cfg, err := config.Load(g.Config)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s, err := publish.OpenStore(g.ctx, cfg.Remote())
 	if errors.Is(err, publish.ErrNoStore) {
-		return noStoreError(cfg)
+		return nil, noStoreError(cfg)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	r, err := publish.Repair(g.ctx, publish.RepairOptions{
 		Store: s, Manifest: cfg.Resolve(cfg.Output.Manifest), Tree: cfg.Resolve(cfg.Output.Tree),
@@ -281,5 +286,27 @@ func repair(g *Globals, jobs int, readData bool) error {
 			fmt.Fprintf(g.stderr, "  %s\n", problemLine(p))
 		}
 	}
-	return err
+	return r, err
+}
+
+// recheckRepaired has controld check again the objects push --repair uploaded, so that
+// they leave the repository's known-missing set even when the push that follows records
+// nothing (its release was recorded before). If controld cannot be asked, the push says
+// so itself; recording a release reads its known-missing objects again anyway.
+func recheckRepaired(g *Globals, f ControldFlags, r *publish.RepairReport) {
+	objs := make([]api.ObjectRef, 0, len(r.Repaired))
+	for _, p := range r.Repaired {
+		objs = append(objs, api.ObjectRef{SHA256: p.SHA256, Size: p.Size})
+	}
+	if len(objs) == 0 {
+		return
+	}
+	cf := ControlFlags{ControldFlags: f}
+	cl, repo, err := cf.target(g)
+	if err != nil {
+		return
+	}
+	if _, err := cl.ReportMissing(g.ctx, repo, objs); err != nil && !g.JSON {
+		fmt.Fprintf(g.stderr, "repair: controld could not check the repaired objects again: %v\n", err)
+	}
 }

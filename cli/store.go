@@ -2,11 +2,14 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/armor-apt/armor/cli/config"
+	"github.com/armor-apt/armor/controld/api"
+	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
 )
@@ -30,7 +33,9 @@ type StoreCheckCmd struct {
 func (c *StoreCheckCmd) Help() string {
 	return fmt.Sprintf(`By default it checks every release recorded in controld (armor gc deletes objects only of releases it forgets); --served only the active release and those retained within the repository's window, --release one. For each it reads the manifest from the store by hash, then checks every object the manifest lists and the manifest object itself: missing from the store (named in armor.toml), or present with another size, or with --read-data another SHA-256. An object shared by several releases is checked once. Each problem is printed on one line with the object, its size and every release and path that uses it.
 
-Without controld, --manifest FILE checks the release of a local manifest.
+When the releases came from controld, the objects found missing or damaged are reported to it (the token needs push on the repository). controld checks each again itself and keeps those still gone in the repository's known-missing set: until they are back in the store, it refuses to record any release that uses them, even one whose active release uses them too. armor push --repair uploads them again from the local tree, and the push that follows takes them out of the set.
+
+Without controld, --manifest FILE checks the release of a local manifest (nothing is reported).
 
 Exit status: %d when the store holds every object intact; %d when any is missing or damaged, or the check could not finish.`,
 		exitOK, exitFailure)
@@ -45,10 +50,18 @@ func (c *StoreCheckCmd) Run(g *Globals) error {
 	if err != nil {
 		return err
 	}
-	if err := printStoreCheck(g, rep); err != nil {
+	if err := printStoreCheck(g, rep.CheckReport); err != nil {
 		return err
 	}
 	return checkFailure(rep)
+}
+
+// storeCheckResult is a check's report and, when the releases came from controld and
+// the check found objects gone, what controld said of them.
+type storeCheckResult struct {
+	*publish.CheckReport
+	Reported    *api.MissingReportResponse // nil when nothing was reported
+	ReportError error                      // the report to controld failed
 }
 
 type storeCheckOptions struct {
@@ -65,12 +78,14 @@ type storeCheckOptions struct {
 
 // runStoreCheck picks the releases to check (a local manifest, or controld's), opens the
 // store armor.toml names and checks it.
-func runStoreCheck(ctx context.Context, cfgPath string, o storeCheckOptions) (*publish.CheckReport, error) {
+// When it checked controld's releases and found objects gone, it reports them to
+// controld, which then refuses any release using them until they are back.
+func runStoreCheck(ctx context.Context, cfgPath string, o storeCheckOptions) (*storeCheckResult, error) {
 	cfg, err := config.Load(cfgPath)
 	if err != nil {
 		return nil, fmt.Errorf("%w (the store to check is named in armor.toml)", err)
 	}
-	rels, err := releasesToCheck(ctx, cfgPath, cfg, o)
+	rels, cl, repo, err := releasesToCheck(ctx, cfgPath, cfg, o)
 	if err != nil {
 		return nil, err
 	}
@@ -80,37 +95,69 @@ func runStoreCheck(ctx context.Context, cfgPath string, o storeCheckOptions) (*p
 			return nil, err
 		}
 	}
-	return publish.Check(ctx, publish.CheckOptions{
+	rep, err := publish.Check(ctx, publish.CheckOptions{
 		Store: s, Releases: rels, ReadData: o.ReadData, Jobs: o.Jobs, Progress: newCheckBar(o.Progress),
 	})
+	if err != nil {
+		return nil, err
+	}
+	out := &storeCheckResult{CheckReport: rep}
+	if objs := goneObjects(rep); cl != nil && len(objs) > 0 {
+		out.Reported, out.ReportError = cl.ReportMissing(ctx, repo, objs)
+	}
+	return out, nil
 }
 
-// releasesToCheck returns the local manifest's release, or the releases controld keeps.
-func releasesToCheck(ctx context.Context, cfgPath string, cfg *config.File, o storeCheckOptions) ([]publish.CheckRelease, error) {
+// goneObjects are the objects a check found missing or damaged, as controld takes a
+// report of them. A manifest object that holds its digest's bytes but not the release's
+// manifest is intact as an object: not reported.
+func goneObjects(r *publish.CheckReport) []api.ObjectRef {
+	var out []api.ObjectRef
+	for _, p := range r.Problems {
+		if p.Kind != publish.ProblemManifest {
+			out = append(out, api.ObjectRef{SHA256: p.SHA256, Size: p.Size})
+		}
+	}
+	return out
+}
+
+// releasesToCheck returns the local manifest's release, or the releases controld keeps
+// with the client and repository they came from.
+func releasesToCheck(ctx context.Context, cfgPath string, cfg *config.File, o storeCheckOptions) ([]publish.CheckRelease, *client.Client, string, error) {
 	if o.Manifest != "" {
 		rel, err := publish.LocalRelease(o.Manifest)
 		if err != nil {
-			return nil, err
+			return nil, nil, "", err
 		}
-		return []publish.CheckRelease{rel}, nil
+		return []publish.CheckRelease{rel}, nil, "", nil
 	}
 	if o.Control.Controld == "" && cfg.Controld.URL == "" {
-		return nil, fmt.Errorf("%s: no controld configured to list the releases: set [controld] url, --controld or $ARMOR_CONTROLD_URL, or check a local manifest with --manifest %s",
+		return nil, nil, "", fmt.Errorf("%s: no controld configured to list the releases: set [controld] url, --controld or $ARMOR_CONTROLD_URL, or check a local manifest with --manifest %s",
 			cfg.Path, cfg.Resolve(cfg.Output.Manifest))
 	}
 	cl, repo, err := o.Control.target(&Globals{Config: cfgPath})
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
-	return publish.ReleasesToCheck(ctx, cl, repo, o.Release, o.Served)
+	rels, err := publish.ReleasesToCheck(ctx, cl, repo, o.Release, o.Served)
+	return rels, cl, repo, err
 }
 
-// checkFailure is the error that makes a check with problems exit 1.
-func checkFailure(r *publish.CheckReport) error {
+// checkFailure is the error that makes a check with problems exit 1; it says what
+// controld made of the report.
+func checkFailure(r *storeCheckResult) error {
 	if len(r.Problems) == 0 {
 		return nil
 	}
-	return &exitError{code: exitFailure, err: fmt.Errorf("store %s: %d object(s) missing or damaged (listed in the output)", r.Store, len(r.Problems))}
+	msg := fmt.Sprintf("store %s: %d object(s) missing or damaged (listed in the output)", r.Store, len(r.Problems))
+	switch {
+	case r.ReportError != nil:
+		msg += fmt.Sprintf("; reporting them to controld failed (%v), so it still takes those of the active release as present", r.ReportError)
+	case r.Reported != nil:
+		msg += fmt.Sprintf("; controld found %d of them gone too and refuses every release that uses them until they are back: upload them with armor push --repair",
+			len(r.Reported.Confirmed))
+	}
+	return &exitError{code: exitFailure, err: errors.New(msg)}
 }
 
 func newCheckBar(w io.Writer) func(publish.CheckProgress) {

@@ -210,3 +210,65 @@ func TestStoreCheckLocalManifest(t *testing.T) {
 	out = armorOK(t, "-c", p.cfg, "store", "check", "--read-data", "--manifest", p.manifestPath())
 	assertContains(t, "repaired", out, "0 problem(s)")
 }
+
+// TestStoreCheckReportsToControld: the store loses an object of the active release;
+// store check lists it (exit 1) and reports it to controld, which then refuses a release
+// built on the active one, naming the object, where before it took the active release's
+// objects as present; push --repair uploads it again from the tree, and the push goes
+// through. Repairing the active release itself also empties the set.
+func TestStoreCheckReportsToControld(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	site := newControldSite(t)
+	p := site.project(t)
+	armorOK(t, "-c", p.cfg, "repos", "create")
+	armorOK(t, "-c", p.cfg, "push")
+	m1 := loadManifest(t, p.manifestPath())
+	gone := m1.Packages[0]
+	removeT(t, objectFile(site.remote, gone.SHA256))
+
+	r := armorFails(t, 1, []string{"1 object(s) missing or damaged", "controld found 1 of them gone too", "armor push --repair"},
+		"-c", p.cfg, "store", "check")
+	assertLines(t, "store check", r.stdout,
+		fmt.Sprintf("missing %s, %d bytes, used by %s in %s", gone.SHA256, gone.Size, gone.Path, short(m1.ID)))
+	set, err := site.client.Missing(ctx, "test")
+	if err != nil || len(set) != 1 || set[0].SHA256 != gone.SHA256 || set[0].Problem != "missing" {
+		t.Fatalf("controld's known-missing set after the check: %+v, %v; want only %s, missing", set, err, gone.SHA256)
+	}
+
+	// A release built on the active one still serves the lost file: refused, naming it.
+	p.add(t, "added")
+	m2 := loadManifest(t, p.manifestPath())
+	if packageNamed(t, m2, gone.Name).SHA256 != gone.SHA256 {
+		t.Fatalf("the new release does not serve %s any more: the test proves nothing", gone.Path)
+	}
+	armorFails(t, 1, []string{"still missing from the store", gone.SHA256 + " (" + gone.Path + ": missing)", "armor push --repair"},
+		"-c", p.cfg, "push")
+	if got := site.active(t); got != m1.ID {
+		t.Fatalf("after the refused push the active release is %s, want %s", got, m1.ID)
+	}
+
+	out := armor(t, "-c", p.cfg, "push", "--repair")
+	if out.code != 0 || !strings.Contains(out.stderr, "1 uploaded again") {
+		t.Fatalf("push --repair: want exit 0 and the object uploaded again, got %s", out)
+	}
+	if got := site.active(t); got != m2.ID {
+		t.Fatalf("after push --repair the active release is %s, want %s", got, m2.ID)
+	}
+	if set, err := site.client.Missing(ctx, "test"); err != nil || len(set) != 0 {
+		t.Errorf("controld's known-missing set after the repair: %+v, %v; want it empty", set, err)
+	}
+	armorOK(t, "-c", p.cfg, "store", "check")
+
+	// An object of the active release lost again: push --repair of that same release
+	// (recorded already, so nothing is verified) still takes it out of the set.
+	added := packageNamed(t, m2, "added")
+	removeT(t, objectFile(site.remote, added.SHA256))
+	armorFails(t, 1, []string{"controld found 1 of them gone too"}, "-c", p.cfg, "store", "check")
+	if out := armor(t, "-c", p.cfg, "push", "--repair"); out.code != 0 {
+		t.Fatalf("push --repair of the active release: %s", out)
+	}
+	if set, err := site.client.Missing(ctx, "test"); err != nil || len(set) != 0 {
+		t.Errorf("controld's known-missing set after repairing the active release: %+v, %v; want it empty", set, err)
+	}
+}

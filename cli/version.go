@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
+
+	"github.com/armor-apt/armor/store"
 )
 
 // Set with -ldflags -X by the Makefile, from git. They are the fallback for a binary
@@ -22,12 +25,17 @@ type buildVersion struct {
 	Modified bool   `json:"modified"` // the working tree differed from Commit
 	Go       string `json:"go"`
 	Platform string `json:"platform"`
+	// Backends are the rclone backends the binary carries (store.Backends), and
+	// AllBackends says it was built with every one (-tags allbackends).
+	Backends    []string `json:"backends"`
+	AllBackends bool     `json:"all_backends"`
 }
 
 // currentVersion reads the binary's build information, which the linker flags fill in
 // where cmd/go recorded nothing.
 func currentVersion() buildVersion {
-	v := buildVersion{Version: "(devel)", Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+	v := buildVersion{Version: "(devel)", Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH,
+		Backends: store.Backends(), AllBackends: store.AllBackends()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if bi.Main.Version != "" {
 			v.Version = bi.Main.Version
@@ -50,7 +58,9 @@ func currentVersion() buildVersion {
 	return v
 }
 
-// String is the one line armor version and armor --version print.
+// String is what armor version and armor --version print: the version, commit and
+// platform on one line, and the rclone backends the binary carries on the next, so a
+// user can tell whether it can reach their store.
 func (v buildVersion) String() string {
 	commit := "commit unknown"
 	if v.Commit != "" {
@@ -59,7 +69,16 @@ func (v buildVersion) String() string {
 			commit += " (modified)"
 		}
 	}
-	return fmt.Sprintf("armor %s, %s, %s %s", v.Version, commit, v.Go, v.Platform)
+	return fmt.Sprintf("armor %s, %s, %s %s\n%s", v.Version, commit, v.Go, v.Platform, v.backendsLine())
+}
+
+// backendsLine names the rclone backends the binary carries.
+func (v buildVersion) backendsLine() string {
+	list := strings.Join(v.Backends, ", ")
+	if v.AllBackends {
+		return fmt.Sprintf("rclone backends: all %d of rclone's (built with -tags allbackends): %s", len(v.Backends), list)
+	}
+	return "rclone backends: " + list + " (make build-all, or go build -tags allbackends, for every other one)"
 }
 
 // VersionCmd prints the version.

@@ -23,7 +23,9 @@ type Error struct {
 	Active  *string // on a lost compare-and-swap: the release active now
 	// RolledBack, on a refused activation: the release that was rolled back.
 	RolledBack *api.RolledBack
-	Err        error // the cause, logged but not sent
+	// Missing, on a release refused for known-missing objects: their digests.
+	Missing []string
+	Err     error // the cause, logged but not sent
 	// RetryAfter, when set, is sent as Retry-After (whole seconds).
 	RetryAfter time.Duration
 }
@@ -105,7 +107,7 @@ func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err er
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="controld"`)
 	}
-	writeJSON(w, e.Status, api.ErrorBody{Error: api.Error{Code: e.Code, Message: e.Message, Active: e.Active, RolledBack: e.RolledBack}})
+	writeJSON(w, e.Status, api.ErrorBody{Error: api.Error{Code: e.Code, Message: e.Message, Active: e.Active, RolledBack: e.RolledBack, Missing: e.Missing}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -16,12 +16,12 @@ import (
 
 // Migrated counts what Migrate copied.
 type Migrated struct {
-	Repositories, Releases, History, Deleted, RolledBack, Tokens int
+	Repositories, Releases, History, Deleted, RolledBack, Missing, Tokens int
 }
 
 func (m Migrated) String() string {
-	return fmt.Sprintf("%d repositories, %d releases (%d deleted), %d history entries, %d rolled-back marks, %d tokens",
-		m.Repositories, m.Releases, m.Deleted, m.History, m.RolledBack, m.Tokens)
+	return fmt.Sprintf("%d repositories, %d releases (%d deleted), %d history entries, %d rolled-back marks, %d known-missing objects, %d tokens",
+		m.Repositories, m.Releases, m.Deleted, m.History, m.RolledBack, m.Missing, m.Tokens)
 }
 
 // Migrate copies controld's state from a bbolt file (from is "bolt:PATH", PATH the
@@ -84,6 +84,7 @@ func Migrate(ctx context.Context, from, to string) (Migrated, error) {
 		m.History += len(r.History)
 		m.Deleted += len(r.Deleted)
 		m.RolledBack += len(r.RolledBack)
+		m.Missing += len(r.Missing)
 	}
 	return m, nil
 }

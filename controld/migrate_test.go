@@ -23,8 +23,8 @@ import (
 
 // boltState fills a bbolt state with every kind of record: two repositories with
 // hostnames, a key and a retention; releases, activations, a rollback (its mark), a
-// deleted release; tokens, one revoked. It returns the data directory and a token's
-// secret.
+// deleted release, a known-missing object; tokens, one revoked. It returns the data
+// directory and a token's secret.
 func boltState(t *testing.T) (dir, secret string) {
 	t.Helper()
 	ctx := context.Background()
@@ -70,6 +70,7 @@ func boltState(t *testing.T) (dir, secret string) {
 	must(err)
 	_, err = st.DeleteRelease(ctx, state.Deletion{Repository: "demo", ID: id("5"), By: "gc", At: t0.Add(100 * time.Hour)})
 	must(err)
+	must(st.MarkMissing(ctx, "demo", []state.MissingObject{{SHA256: id("9"), Size: 7, Problem: state.ObjectMissing, FoundAt: t0, FoundBy: "ci"}}))
 	_, err = st.RevokeToken(ctx, "gone", "root", t0)
 	must(err)
 	return dir, secret
@@ -87,7 +88,7 @@ func TestMigrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (controld.Migrated{Repositories: 2, Releases: 3, History: 5, Deleted: 2, RolledBack: 1, Tokens: 2}); m != want {
+	if want := (controld.Migrated{Repositories: 2, Releases: 3, History: 5, Deleted: 2, RolledBack: 1, Missing: 1, Tokens: 2}); m != want {
 		t.Errorf("migrated %v, want %v", m, want)
 	}
 

@@ -59,6 +59,11 @@ func (s *Server) recordRelease(c *call) error {
 		rel.PushedBy, rel.PushedAt = c.tok.Name, s.now().UTC()
 	case err != nil:
 		return err
+	case req.Activate:
+		// Recorded before: not verified again, but not activated over lost objects.
+		if err := s.checkActivation(c.ctx(), repo.Name, rel.ID); err != nil {
+			return err
+		}
 	}
 	var flip *state.Flip
 	if req.Activate {
@@ -131,6 +136,9 @@ func (s *Server) activate(c *call) error {
 	}
 	if !manifest.ValidDigest(req.Release) {
 		return badRequest("release %q is not a release id (64 lowercase hex digits)", req.Release)
+	}
+	if err := s.checkActivation(c.ctx(), name, req.Release); err != nil {
+		return err
 	}
 	return s.flip(c, state.Flip{Repository: name, To: req.Release, Expect: req.ExpectActive, Force: req.Force})
 }

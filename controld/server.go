@@ -204,6 +204,8 @@ func (s *Server) register() {
 	s.route("POST /v1/repos/{repo}/rollback", s.rollback)
 	s.route("GET /v1/repos/{repo}/history", s.history)
 	s.route("GET /v1/repos/{repo}/status", s.status)
+	s.route("GET /v1/repos/{repo}/missing", s.listMissing)
+	s.route("POST /v1/repos/{repo}/missing", s.reportMissing)
 	s.route("GET /v1/token", s.ownToken)
 	s.route("GET /v1/tokens", s.listTokens)
 	s.route("POST /v1/tokens", s.createToken)

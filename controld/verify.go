@@ -212,21 +212,22 @@ const maxMissingListed = 10
 
 // checkObjects makes sure every object of m is in the store with its size. Objects of
 // the repository's active release are known present (a garbage collector never removes
-// them), so an incremental release costs store requests only for what changed.
+// them), so an incremental release costs store requests only for what changed; but not
+// those a store check reported gone (the known-missing set): they are read again, and
+// the release is refused while any of them is still gone.
 func (s *Server) checkObjects(ctx context.Context, repo state.Repository, m *manifest.Manifest) error {
 	known := s.known.get(ctx, s, repo)
-	where := make(map[string]string, len(m.Files)+len(m.Packages))
-	for p, o := range m.Paths() {
-		if q, ok := where[o.SHA256]; !ok || p < q {
-			where[o.SHA256] = p
-		}
+	where := firstPaths(m)
+	rechecked, err := s.checkKnownMissing(ctx, repo.Name, m, where)
+	if err != nil {
+		return err
 	}
 	var mu sync.Mutex
 	var missing, wrong []string
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.cfg.StoreConcurrency)
 	for _, o := range m.Objects() {
-		if known[o] {
+		if known[o] || rechecked[o.SHA256] {
 			continue
 		}
 		g.Go(func() error {
@@ -255,6 +256,17 @@ func (s *Server) checkObjects(ctx context.Context, repo state.Repository, m *man
 		return invalidRelease("%d objects have another size in the store %s: %s", len(wrong), s.store, listSome(wrong))
 	}
 	return nil
+}
+
+// firstPaths maps each object of m to the first path (in byte order) that serves it.
+func firstPaths(m *manifest.Manifest) map[string]string {
+	where := make(map[string]string, len(m.Files)+len(m.Packages))
+	for p, o := range m.Paths() {
+		if q, ok := where[o.SHA256]; !ok || p < q {
+			where[o.SHA256] = p
+		}
+	}
+	return where
 }
 
 func listSome(items []string) string {

@@ -58,8 +58,9 @@ func isAlias(o *Options, p string) bool {
 
 // linkAliases makes dists/<suite> a symbolic link to <codename> for every suite whose
 // names differ. An existing link to the codename is kept; a link elsewhere is replaced
-// atomically; anything else there is an error naming it.
-func linkAliases(o *Options) error {
+// atomically; anything else there is an error naming it. Each link it makes or replaces
+// is recorded in w, so that a build failing later puts the old one back (Rollback).
+func linkAliases(o *Options, w *treeWriter) error {
 	for _, s := range o.Suites {
 		if s.Suite == s.Codename {
 			continue
@@ -81,13 +82,28 @@ func linkAliases(o *Options) error {
 		}
 		tmp := p + ".armor-link"
 		os.Remove(tmp)
+		u := undo{final: p}
+		if target != "" {
+			// The old link, kept aside (a hard link of the link itself) until Done.
+			u.backup = p + ".armor-link-prev"
+			os.Remove(u.backup)
+			if err := os.Link(p, u.backup); err != nil {
+				return fmt.Errorf("keep %s aside while the tree changes: %w", p, err)
+			}
+		}
 		if err := os.Symlink(s.Codename, tmp); err != nil {
 			return err
 		}
 		if err := os.Rename(tmp, p); err != nil {
 			os.Remove(tmp)
+			if u.backup != "" {
+				os.Remove(u.backup)
+			}
 			return err
 		}
+		w.mu.Lock()
+		w.undo = append(w.undo, u)
+		w.mu.Unlock()
 	}
 	return nil
 }

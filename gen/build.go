@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -32,6 +33,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 
 	// Collect the inputs: list, stat, and read those the stat cache cannot vouch for.
 	groups, ins, err := collectInputs(ctx, &o, ld.statCache)
+	if err == nil {
+		err = fault("collect inputs")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +64,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	diff, err := diffParent(par.m, pkgs)
+	if err == nil {
+		err = fault("apply change")
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -74,10 +81,20 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := fault("open tree"); err != nil {
+		tw.Abort()
+		return nil, err
+	}
 	// Pool files are copied while the indexes are compressed: a first build is as much
 	// file creation (kernel time) as compression (user time), and the two overlap well.
 	pool := make(chan error, 1)
-	go func() { pool <- stagePool(tw, &o, par.m, pkgs.list, diff.changed, ins) }()
+	go func() {
+		err := stagePool(tw, &o, par.m, pkgs.list, diff.changed, ins)
+		if err == nil {
+			err = fault("stage pool")
+		}
+		pool <- err
+	}()
 	abort := func(err error) (*Result, error) {
 		<-pool
 		tw.Abort()
@@ -95,16 +112,25 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 
 	// Write the indexes whose package lists changed; reuse the others.
 	idx, err := writeIndexes(ctx, &o, par, pkgs.list, ins, icache, tw)
+	if err == nil {
+		err = fault("write indexes")
+	}
 	if err != nil {
 		return abort(par.explain(err))
 	}
 	// Write the Contents files whose packages changed; reuse the others.
 	cont, err := writeContents(ctx, &o, par, pkgs.list, ins, tw, &idx)
+	if err == nil {
+		err = fault("write contents")
+	}
 	if err != nil {
 		return abort(par.explain(err))
 	}
 	// Sign the Release of each suite whose indexes or header changed.
 	rel, err := signReleases(&o, par, idx.suites, tw)
+	if err == nil {
+		err = fault("sign")
+	}
 	if err != nil {
 		return abort(err)
 	}
@@ -125,6 +151,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		sealer = manifest.StartSeal(m)
 	}
 	encoded, err := sealer.Finish(files)
+	if err == nil {
+		err = fault("seal manifest")
+	}
 	if err != nil {
 		return abort(err)
 	}
@@ -144,7 +173,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	// the commit succeeded: it names what the new release no longer lists.
 	cacheData := make(chan []byte, 1)
 	go func() { cacheData <- nextStatCache(&o, par.m, m, ins, icache) }()
-	if err := linkAliases(&o); err != nil {
+	if err := cmp.Or(linkAliases(&o, tw), fault("link aliases")); err != nil {
 		<-cacheData
 		tw.Abort()
 		return nil, err

@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -41,7 +43,8 @@ type treeWriter struct {
 
 	mu      sync.Mutex // guards what follows: CopyFile runs from several goroutines
 	staged  []staged
-	undo    []undo             // the renames of Commit, to put back if the commit fails
+	undo    []undo             // the renames of Commit (and alias links), to put back if the build fails
+	made    []string           // directories the build created, to remove if it fails
 	dirs    map[string]string  // a target directory → the directory its files are staged in
 	mounts  map[mountID]string // every mount written to → a directory on it, for syncfs
 	written int64
@@ -75,7 +78,7 @@ func newTreeWriter(root string) (*treeWriter, error) {
 	if err := os.RemoveAll(w.staging); err != nil {
 		return nil, fmt.Errorf("remove the staging directory a failed build left: %w", err)
 	}
-	if err := os.MkdirAll(w.staging, 0o755); err != nil {
+	if err := w.mkdirAll(w.staging); err != nil {
 		return nil, fmt.Errorf("create staging directory: %w", err)
 	}
 	m, err := mountOf(w.staging)
@@ -99,7 +102,7 @@ func (w *treeWriter) tempFor(rel string) (string, error) {
 	if !known {
 		// Outside the lock: a first build makes a directory per source package, and
 		// MkdirAll is safe to race with itself.
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := w.mkdirAll(dir); err != nil {
 			return "", fmt.Errorf("create directory %s: %w", dir, err)
 		}
 		m, err := mountOf(dir)
@@ -130,6 +133,25 @@ func (w *treeWriter) tempFor(rel string) (string, error) {
 	w.staged = append(w.staged, staged{tmp, final})
 	w.mu.Unlock()
 	return tmp, nil
+}
+
+// mkdirAll makes dir and its missing parents, and remembers those it made, so that a
+// build that fails takes them away again (Abort).
+func (w *treeWriter) mkdirAll(dir string) error {
+	var missing []string
+	for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.made = append(w.made, missing...)
+	w.mu.Unlock()
+	return nil
 }
 
 // WriteFile stages data at the slash-separated path rel, and at every path in also as
@@ -259,7 +281,10 @@ func (w *treeWriter) Commit() error {
 		}
 		_, statErr := os.Lstat(s.final)
 		existed := statErr == nil
-		err := os.Rename(s.tmp, s.final)
+		err := fault("rename " + w.rel(s.final))
+		if err == nil {
+			err = os.Rename(s.tmp, s.final)
+		}
 		if errors.Is(err, unix.EXDEV) {
 			// A directory that looked like the tree's mount and is not one for rename (a
 			// btrfs subvolume, or a directory of another project quota, has the same mount
@@ -283,11 +308,21 @@ func (w *treeWriter) Commit() error {
 	// One more syncfs makes the renames durable: it flushes the directories' metadata
 	// together, where an fsync per directory costs a journal commit each (10,000 new
 	// pool directories took seconds).
-	if err := w.syncMounts(); err != nil {
+	if err := cmp.Or(w.syncMounts(), fault("sync renames")); err != nil {
+		w.Rollback()
 		return err
 	}
 	w.staged = nil
 	return nil
+}
+
+// rel is the slash-separated path of a tree file, as fault names it.
+func (w *treeWriter) rel(final string) string {
+	r, err := filepath.Rel(w.root, final)
+	if err != nil {
+		return final
+	}
+	return filepath.ToSlash(r)
 }
 
 // Rollback puts back, newest first, the files a Commit replaced, and removes those it
@@ -337,9 +372,15 @@ func rank(path string) int {
 	return 2
 }
 
-// Abort removes every staged file, and the staging directory.
+// Abort ends a build that failed: it puts back what a commit (or an alias link)
+// changed, if Rollback has not already, removes every staged file and the staging
+// directory, and the directories the build made, which are empty again. It is never
+// called once a commit stands (Done).
 func (w *treeWriter) Abort() {
 	w.bg.Wait()
+	if len(w.undo) > 0 {
+		w.Rollback()
+	}
 	for _, s := range w.staged {
 		if filepath.Dir(s.tmp) != w.staging {
 			os.Remove(s.tmp)
@@ -347,6 +388,12 @@ func (w *treeWriter) Abort() {
 	}
 	os.RemoveAll(w.staging)
 	w.staged = nil
+	// Deepest first; one that holds something (a file put there meanwhile) stays.
+	slices.SortFunc(w.made, func(a, b string) int { return len(b) - len(a) })
+	for _, d := range w.made {
+		os.Remove(d)
+	}
+	w.made = nil
 }
 
 // syncMounts flushes every mount the build wrote to: the tree's, and any other that one

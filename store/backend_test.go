@@ -1,3 +1,5 @@
+//go:build !allbackends
+
 package store_test
 
 import (

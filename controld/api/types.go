@@ -234,6 +234,9 @@ type Error struct {
 	// RolledBack is set on a 409 rolled_back: the release that was rolled back (the one
 	// to activate, or one it is built on).
 	RolledBack *RolledBack `json:"rolled_back,omitempty"`
+	// Missing is set on a 422 that refuses a release because objects it lists are in
+	// the repository's known-missing set and still gone: their SHA-256s, sorted.
+	Missing []string `json:"missing,omitempty"`
 }
 
 // ErrorBody is what every non-2xx answer carries: {"error": {...}}.

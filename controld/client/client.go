@@ -43,6 +43,9 @@ type APIError struct {
 	// RolledBack is, on a refused activation (409 rolled_back), the release that was
 	// rolled back.
 	RolledBack *api.RolledBack
+	// Missing is, on a release refused for objects in the known-missing set that are
+	// still gone (422), their digests.
+	Missing []string
 }
 
 func (e *APIError) Error() string {
@@ -192,6 +195,7 @@ func decodeError(status int, data []byte) *APIError {
 		e.Active, e.HasActive = *body.Error.Active, true
 	}
 	e.RolledBack = body.Error.RolledBack
+	e.Missing = body.Error.Missing
 	return e
 }
 

@@ -22,3 +22,18 @@ func (c *Client) GC(ctx context.Context, dryRun bool) (*api.GCReport, error) {
 	var out api.GCReport
 	return &out, c.do(ctx, http.MethodPost, "/v1/gc", api.GCRequest{DryRun: dryRun}, &out)
 }
+
+// ReportMissing tells controld of objects a store check found missing from the store or
+// damaged there (push). controld checks each again and answers which it found gone
+// (now in the repository's known-missing set, so that no release using them is
+// recorded while they are gone) and which present.
+func (c *Client) ReportMissing(ctx context.Context, repo string, objs []api.ObjectRef) (*api.MissingReportResponse, error) {
+	var out api.MissingReportResponse
+	return &out, c.do(ctx, http.MethodPost, repoPath(repo, "missing"), api.MissingReportRequest{Objects: objs}, &out)
+}
+
+// Missing returns the repository's known-missing set.
+func (c *Client) Missing(ctx context.Context, repo string) ([]api.MissingObject, error) {
+	var out []api.MissingObject
+	return out, c.do(ctx, http.MethodGet, repoPath(repo, "missing"), nil, &out)
+}

@@ -225,6 +225,7 @@ type Store interface {
 	// History returns repo's activations, oldest first.
 	History(ctx context.Context, repo string) ([]Activation, error)
 	RollbackMarks
+	MissingObjects // objects a store check found gone: missing.go
 
 	// Version returns the routes version.
 	Version(ctx context.Context) (uint64, error)

@@ -25,6 +25,7 @@ type RepositoryContents struct {
 	History    []state.Activation // oldest first
 	Deleted    []state.Deleted
 	RolledBack []state.RolledBack
+	Missing    []state.MissingObject
 }
 
 // ReadContents reads every record of st. Run it on a store no one writes meanwhile.
@@ -47,6 +48,9 @@ func ReadContents(ctx context.Context, st state.Store) (Contents, error) {
 		}
 		if rc.RolledBack, err = st.RolledBack(ctx, r.Name); err != nil {
 			return Contents{}, fmt.Errorf("repository %s: rolled-back releases: %w", r.Name, err)
+		}
+		if rc.Missing, err = st.Missing(ctx, r.Name); err != nil {
+			return Contents{}, fmt.Errorf("repository %s: missing objects: %w", r.Name, err)
 		}
 		c.Repositories = append(c.Repositories, rc)
 	}
@@ -126,6 +130,12 @@ func importRepository(ctx context.Context, tx pgx.Tx, rc RepositoryContents) err
 		if _, err := tx.Exec(ctx, `INSERT INTO rolled_back (repository, release, doc) VALUES ($1, $2, $3)`,
 			rc.Name, m.Release, encode(m)); err != nil {
 			return fmt.Errorf("rolled-back mark of %s: %w", m.Release, err)
+		}
+	}
+	for _, o := range rc.Missing {
+		if _, err := tx.Exec(ctx, `INSERT INTO missing_objects (repository, sha256, doc) VALUES ($1, $2, $3)`,
+			rc.Name, o.SHA256, encode(o)); err != nil {
+			return fmt.Errorf("missing object %s: %w", o.SHA256, err)
 		}
 	}
 	return nil

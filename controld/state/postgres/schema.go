@@ -58,6 +58,15 @@ CREATE TABLE tokens (
 	doc  jsonb NOT NULL
 );
 `,
+	// 2: the objects a store check found gone (state.MissingObjects).
+	`
+CREATE TABLE missing_objects (
+	repository text NOT NULL REFERENCES repositories (name),
+	sha256     text NOT NULL,
+	doc        jsonb NOT NULL,
+	PRIMARY KEY (repository, sha256)
+);
+`,
 }
 
 // SchemaVersion is the newest schema this binary knows.

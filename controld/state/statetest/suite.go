@@ -38,6 +38,7 @@ func Run(t *testing.T, open Open) {
 		{"version", testVersion},
 		{"delete release", testDeleteRelease},
 		{"delete while activating", testDeleteWhileActivating},
+		{"missing objects", testMissing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
