@@ -83,11 +83,12 @@ type faultSite struct {
 	project           *project
 	pushMu            sync.Mutex // held by each push; the test holds it to pause the pipeline
 	pushes            atomic.Int64
-	pushing           atomic.Bool // a push (not a build) is running
-	pushErrs, pushed  []string    // under pushMu
-	pushedIDs         []string    // under pushMu
-	controldURLs      string      // every replica, comma-separated
-	nextPkg           int         // under pushMu
+	pushing           atomic.Bool  // a push (not a build) is running
+	lastPush          atomic.Int64 // how long the last push took, in ns
+	pushErrs, pushed  []string     // under pushMu
+	pushedIDs         []string     // under pushMu
+	controldURLs      string       // every replica, comma-separated
+	nextPkg           int          // under pushMu
 	aptRounds         [3]atomic.Int64
 	aptStats          [3]loadStats
 	baseNames         []string
@@ -170,6 +171,7 @@ func (f *faultSite) pushOne(controld string) (string, error) {
 	start := time.Now()
 	out, err = armorErr(f.project.dir, []string{"ARMOR_TOKEN=" + f.admin}, args...)
 	f.pushing.Store(false)
+	f.lastPush.Store(int64(time.Since(start)))
 	if err != nil || !strings.Contains(out, "recorded and activated") {
 		return "", fmt.Errorf("armor push of %s (release %s, %v): %v\n%s", name, shortID(id), time.Since(start).Round(time.Millisecond), err, out)
 	}
@@ -193,8 +195,9 @@ func (f *faultSite) waitPushes(t *testing.T, before int64, n int64, why string) 
 	}
 }
 
-// killDuringPush kills p while a push is (most likely) talking to controld: it waits for
-// a push to start, then a random moment of its first 150 ms.
+// killDuringPush kills p while a push is (most likely) running: it waits for a push to
+// start, then a random moment within the time the last push took, so that the kill
+// lands in any of its steps (checks, upload, record and activate).
 func (f *faultSite) killDuringPush(t *testing.T, name string, p *proc, rng *rand.Rand) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -202,7 +205,7 @@ func (f *faultSite) killDuringPush(t *testing.T, name string, p *proc, rng *rand
 		time.Sleep(time.Millisecond)
 	}
 	n := f.pushes.Load()
-	time.Sleep(time.Duration(rng.IntN(150)) * time.Millisecond)
+	time.Sleep(time.Duration(rng.Int64N(max(f.lastPush.Load(), int64(time.Millisecond)))))
 	p.kill(t)
 	t.Logf("killed %s; the push it interrupted had ended: %v", name, f.pushes.Load() > n || !f.pushing.Load())
 }
