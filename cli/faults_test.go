@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +19,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/armor-apt/armor/controld"
 	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/internal/testkit/apttest"
 	"github.com/armor-apt/armor/internal/testkit/pgtest"
@@ -253,7 +257,7 @@ func TestFaults(t *testing.T) {
 	pg := pgtest.Start(t)
 	s3 := s3test.Start(t)
 	work := t.TempDir()
-	f := &faultSite{work: work, db: pg.Database(t), store: s3.Remote("armor", "faults")}
+	f := &faultSite{work: work, db: deployDatabase(t, pg), store: s3.Remote("armor", "faults")}
 	f.admin = strings.TrimSpace(armor(t, work, nil, "controld", "token", "--database", f.db, "admin",
 		"--for", "*", "--action", "admin", "--action", "push", "--action", "activate", "--action", "read"))
 	f.edgeToken = strings.TrimSpace(armor(t, work, nil, "controld", "token", "--database", f.db, "edge",
@@ -477,4 +481,48 @@ func shortID(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// deployDatabase makes the role and database of configs/deploy/postgres.sql on pg, and
+// returns configs/deploy/controld.toml's database URL pointed at pg (without TLS): the
+// test runs on the settings the deployment recommends.
+func deployDatabase(t *testing.T, pg *pgtest.Server) string {
+	t.Helper()
+	cfg, err := controld.LoadConfig("../configs/deploy/controld.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql, err := os.ReadFile("../configs/deploy/postgres.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pg.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var stmt strings.Builder
+	for _, line := range strings.Split(string(sql), "\n") {
+		if strings.HasPrefix(line, "--") {
+			continue
+		}
+		stmt.WriteString(line + "\n")
+		if strings.HasSuffix(strings.TrimSpace(line), ";") {
+			if _, err := conn.Exec(ctx, stmt.String()); err != nil {
+				t.Fatalf("configs/deploy/postgres.sql: %s: %v", strings.TrimSpace(stmt.String()), err)
+			}
+			stmt.Reset()
+		}
+	}
+	u, err := url.Parse(cfg.Database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = fmt.Sprintf("127.0.0.1:%d", pg.Port())
+	q := u.Query()
+	q.Set("sslmode", "disable")
+	u.RawQuery = q.Encode()
+	return u.String()
 }
