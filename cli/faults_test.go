@@ -6,9 +6,14 @@ package cli_test
 // once, in turn, and started again.
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -88,6 +93,7 @@ type faultSite struct {
 	pushMu            sync.Mutex // held by each push; the test holds it to pause the pipeline
 	pushes            atomic.Int64
 	pushing           atomic.Bool  // a push (not a build) is running
+	via               atomic.Value // string: the controld URLs of the pipeline's next push, if set
 	lastPush          atomic.Int64 // how long the last push took, in ns
 	pushErrs, pushed  []string     // under pushMu
 	pushedIDs         []string     // under pushMu
@@ -311,7 +317,8 @@ func TestFaults(t *testing.T) {
 			default:
 			}
 			f.pushMu.Lock()
-			if _, err := f.pushOne(""); err != nil {
+			via, _ := f.via.Swap("").(string)
+			if _, err := f.pushOne(via); err != nil {
 				f.pushErrs = append(f.pushErrs, err.Error())
 			}
 			f.pushMu.Unlock()
@@ -350,9 +357,16 @@ func TestFaults(t *testing.T) {
 	start := time.Now()
 	f.waitPushes(t, 0, 1, "before the faults")
 
-	// The replicas, in turn, then the edges.
+	// The replicas, in turn, then the edges. The first replica dies once it has recorded
+	// and activated a release and before it answers; the second at any moment of a push.
 	for i, r := range f.replicas {
-		f.replicaFault(t, r, f.replicas[1-i], rng)
+		other := f.replicas[1-i]
+		if i == 0 {
+			f.killAfterRecord(t, r, other)
+		} else {
+			f.killDuringPush(t, r.name, r.proc, rng)
+		}
+		f.replicaCatchUp(t, r, other)
 	}
 	for _, e := range f.edges {
 		f.edgeFault(t, e)
@@ -409,11 +423,10 @@ func TestFaults(t *testing.T) {
 	}
 }
 
-// replicaFault kills replica r during a push, waits for two pushes through other, starts
-// r again and checks that it has caught up.
-func (f *faultSite) replicaFault(t *testing.T, r, other *replica, rng *rand.Rand) {
+// replicaCatchUp, with replica r just killed, waits for three pushes through other and
+// every edge serving the last, starts r again and checks that it has caught up.
+func (f *faultSite) replicaCatchUp(t *testing.T, r, other *replica) {
 	t.Helper()
-	f.killDuringPush(t, r.name, r.proc, rng)
 	killed := time.Now()
 	f.waitPushes(t, f.pushes.Load(), 3, r.name+" killed: pushes through "+other.name)
 	f.edgesServeLast(t, r.name+" down")
@@ -525,4 +538,85 @@ func deployDatabase(t *testing.T, pg *pgtest.Server) string {
 	q.Set("sslmode", "disable")
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// killAfterRecord makes the pipeline's next push talk to replica r through a proxy that,
+// once r has answered the push's recording (the release is recorded and active in the
+// database), kills r and closes the connection instead of passing the answer on: the
+// push must finish through other, recording and activating again, idempotently.
+func (f *faultSite) killAfterRecord(t *testing.T, r, other *replica) {
+	t.Helper()
+	cut := make(chan string, 1)
+	proxy := startCutProxy(t, r.addrs["addr"], func(req *http.Request, resp *http.Response) bool {
+		if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/releases") {
+			return false
+		}
+		r.proc.cmd.Process.Kill()
+		<-r.proc.done
+		cut <- resp.Status
+		return true
+	})
+	before := f.pushes.Load()
+	f.via.Store("http://" + proxy + "," + other.url)
+	select {
+	case status := <-cut:
+		t.Logf("killed %s after it answered a recording %s, before the answer reached the push", r.name, status)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no push recorded through the proxy to %s within 60s", r.name)
+	}
+	f.waitPushes(t, before, 1, "the push whose answer "+r.name+" never gave")
+	f.pushMu.Lock()
+	defer f.pushMu.Unlock()
+	if len(f.pushErrs) > 0 {
+		t.Fatalf("pushes failed:\n%s", strings.Join(f.pushErrs, "\n"))
+	}
+}
+
+// startCutProxy forwards HTTP/1.1 requests to target, a connection upstream for each
+// connection accepted, until cut, given a request and target's answer, returns true:
+// that answer is dropped and the client's connection closed. It returns its address.
+func startCutProxy(t *testing.T, target string, cut func(*http.Request, *http.Response) bool) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				up, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				cr, ur := bufio.NewReader(c), bufio.NewReader(up)
+				for {
+					req, err := http.ReadRequest(cr)
+					if err != nil || req.Write(up) != nil {
+						return
+					}
+					resp, err := http.ReadResponse(ur, req)
+					if err != nil {
+						return
+					}
+					body, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err != nil || cut(req, resp) {
+						return
+					}
+					resp.Body = io.NopCloser(bytes.NewReader(body))
+					if resp.Write(c) != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
