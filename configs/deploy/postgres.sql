@@ -17,3 +17,11 @@ ALTER ROLE armor SET statement_timeout = '60s';
 -- (frozen, or cut off by the network, so its connection is not closed) holds up every
 -- write of every replica: end such a session after this long.
 ALTER ROLE armor SET idle_in_transaction_session_timeout = '60s';
+
+-- A replica host that vanishes from the network leaves its sessions open, and with them
+-- the session advisory locks a recording holds, which a garbage collection waits for:
+-- probe idle connections so that such a session ends within about two minutes (the
+-- kernel's default is two hours).
+ALTER ROLE armor SET tcp_keepalives_idle = 60;
+ALTER ROLE armor SET tcp_keepalives_interval = 10;
+ALTER ROLE armor SET tcp_keepalives_count = 6;
