@@ -250,9 +250,11 @@ func (f *faultSite) routes(ctx context.Context, url string, since uint64, wait t
 // TestFaults: PostgreSQL, two controld replicas, three edges and an S3 store, each a
 // real process on loopback. A pipeline pushes a new package again and again while each
 // edge has an apt client running apt-get update and download in a loop. Each replica is
-// killed (SIGKILL) once, in turn, during a push: the pushes go on through the other
-// replica (the CLI's failover, and recording is idempotent, so a push cut off mid-way
-// finishes there), and the replica, started again, catches up: its routes feed has the
+// killed (SIGKILL) once, in turn: the first once it has recorded and activated a push's
+// release and before its answer reaches the push, the second at any moment of a push.
+// The pushes go on through the other replica (the CLI's failover, and recording is
+// idempotent, so a push cut off mid-way finishes there), edges polling the dead replica
+// poll the other, and the replica, started again, catches up: its routes feed has the
 // survivor's version, and its long poll wakes at a push through the survivor
 // (LISTEN/NOTIFY). Then each edge is killed once, in turn, while the pipeline pushes:
 // the apt clients of the other edges see no error, and the edge, started again, serves
