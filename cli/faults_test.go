@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -370,6 +371,7 @@ func TestFaults(t *testing.T) {
 		}
 		f.replicaCatchUp(t, r, other)
 	}
+	f.freezeReplica(t, f.replicas[0])
 	for _, e := range f.edges {
 		f.edgeFault(t, e)
 	}
@@ -621,4 +623,26 @@ func startCutProxy(t *testing.T, target string, cut func(*http.Request, *http.Re
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// freezeReplica stops replica r (SIGSTOP) between two pushes, and lets the pipeline push
+// once: r's kernel still accepts connections, so the push gets no error from r, only no
+// answer, and must move on to the other replica after the client's read attempt
+// (controld/client.ReadAttempt), not after its whole timeout.
+func (f *faultSite) freezeReplica(t *testing.T, r *replica) {
+	t.Helper()
+	f.pushMu.Lock()
+	before := f.pushes.Load()
+	if err := r.proc.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		f.pushMu.Unlock()
+		t.Fatal(err)
+	}
+	defer r.proc.cmd.Process.Signal(syscall.SIGCONT)
+	f.pushMu.Unlock()
+	f.waitPushes(t, before, 1, r.name+" frozen")
+	took := time.Duration(f.lastPush.Load())
+	t.Logf("%s frozen: a push took %v", r.name, took.Round(time.Millisecond))
+	if took > client.ReadAttempt+15*time.Second {
+		t.Errorf("with %s frozen a push took %v; want it past the frozen replica after %v", r.name, took, client.ReadAttempt)
+	}
 }
