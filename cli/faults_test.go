@@ -257,7 +257,8 @@ func (f *faultSite) routes(ctx context.Context, url string, since uint64, wait t
 // idempotent, so a push cut off mid-way finishes there), edges polling the dead replica
 // poll the other, and the replica, started again, catches up: its routes feed has the
 // survivor's version, and its long poll wakes at a push through the survivor
-// (LISTEN/NOTIFY). Then each edge is killed once, in turn, while the pipeline pushes:
+// (LISTEN/NOTIFY). A replica frozen (SIGSTOP) holds the next push up for the client's
+// read attempt only. Then each edge is killed once, in turn, while the pipeline pushes:
 // the apt clients of the other edges see no error, and the edge, started again, serves
 // the release activated while it was down. At the end the active release, as apt sees
 // it through every edge, has every pushed package, and every recorded release is whole
