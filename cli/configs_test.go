@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"errors"
 	"net"
 	"net/url"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/controld"
 	"github.com/armor-apt/armor/edged"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // templates are configs/ loaded with the parsers of the programs that read them.
@@ -25,6 +27,35 @@ type templates struct {
 	edged    edged.Config
 	armor    map[string]*config.File // by file name
 	units    map[string]unit         // by file name
+	deploy   deployment              // configs/deploy/
+}
+
+// deployment is configs/deploy/: two controld replicas on PostgreSQL and N edges, each
+// kind of node with one file.
+type deployment struct {
+	controld controld.Config
+	edged    edged.Config
+	armor    *config.File
+	sql      string // postgres.sql
+}
+
+// load reads one file of configs/deploy/ with its real parser.
+func (d *deployment) load(p string) (err error) {
+	switch filepath.Base(p) {
+	case "controld.toml":
+		d.controld, err = controld.LoadConfig(p)
+	case "edged.toml":
+		d.edged, err = edged.LoadConfig(p)
+	case "armor.toml":
+		d.armor, err = config.Load(p)
+	case "postgres.sql":
+		var b []byte
+		b, err = os.ReadFile(p)
+		d.sql = string(b)
+	default:
+		err = errors.New("no check reads this file of the deployment; add one to deployment.load")
+	}
+	return err
 }
 
 // loadTemplates loads every file under configs/ with its real parser; a file no check
@@ -38,6 +69,8 @@ func loadTemplates(t *testing.T) templates {
 		}
 		name := filepath.Base(p)
 		switch {
+		case filepath.Base(filepath.Dir(p)) == "deploy":
+			err = tp.deploy.load(p)
 		case name == "controld.toml":
 			tp.controld, err = controld.LoadConfig(p)
 		case strings.HasPrefix(name, "controld-") && strings.HasSuffix(name, ".toml"):
@@ -63,7 +96,8 @@ func loadTemplates(t *testing.T) templates {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tp.armor) < 2 || len(tp.units) < 2 || tp.controld.Listen == "" || tp.edged.Listen == "" {
+	if len(tp.armor) < 2 || len(tp.units) < 2 || tp.controld.Listen == "" || tp.edged.Listen == "" ||
+		tp.deploy.armor == nil || tp.deploy.controld.Listen == "" || tp.deploy.edged.Listen == "" || tp.deploy.sql == "" {
 		t.Fatalf("configs/ lacks a template: armor %d, units %d", len(tp.armor), len(tp.units))
 	}
 	return tp
@@ -431,12 +465,12 @@ func TestConfigsTokenDataDir(t *testing.T) {
 			}
 			found++
 			if db := flagValue(c.args, "--database"); db != "" {
-				known := false
+				known := sameDatabase(tp.deploy.controld.Database, db)
 				for _, v := range tp.variants {
-					known = known || v.Database == db
+					known = known || sameDatabase(v.Database, db)
 				}
 				if !known {
-					t.Errorf("%s: armor controld token --database %q, but no configs/controld-*.toml names that database", c.where, db)
+					t.Errorf("%s: armor controld token --database %q, but neither configs/controld-*.toml nor configs/deploy/controld.toml names that database", c.where, db)
 				}
 				continue
 			}
@@ -448,4 +482,74 @@ func TestConfigsTokenDataDir(t *testing.T) {
 	if found < len(files) {
 		t.Errorf("found %d offline token commands in %v, want one in each", found, files)
 	}
+}
+
+// TestConfigsDeployment checks that configs/deploy/ describes one deployment: edged and
+// armor.toml both name every replica, each at the port controld.toml listens on (https
+// when TLS is on); controld, the edges and the pushes share one store; postgres.sql makes
+// the role and the database that controld's URL names, and the URL's pool settings are
+// ones pgx knows; and the README's walkthrough names each file.
+func TestConfigsDeployment(t *testing.T) {
+	d := loadTemplates(t).deploy
+	edges, pushes := strings.Split(d.edged.Controld, ","), strings.Split(d.armor.Controld.URL, ",")
+	if len(edges) < 2 {
+		t.Errorf("deploy/edged.toml controld %q names %d replica, want two or more", d.edged.Controld, len(edges))
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(edges)), slices.Sorted(slices.Values(pushes))) {
+		t.Errorf("deploy/edged.toml polls %v, deploy/armor.toml pushes through %v: want the same replicas", edges, pushes)
+	}
+	for _, u := range slices.Concat(edges, pushes) {
+		checkControldURL(t, "configs/deploy controld URL", u, d.controld)
+	}
+	if d.edged.Store != d.controld.Store || d.armor.Remote() != d.controld.Store {
+		t.Errorf("deploy stores differ: controld.toml %q, edged.toml %q, armor.toml pushes to %q", d.controld.Store, d.edged.Store, d.armor.Remote())
+	}
+	_, lport, _ := net.SplitHostPort(d.edged.Listen)
+	_, aport, _ := net.SplitHostPort(d.edged.AdminListen)
+	if lport == aport {
+		t.Errorf("deploy/edged.toml listen %s and admin_listen %s share a port", d.edged.Listen, d.edged.AdminListen)
+	}
+
+	pc, err := pgxpool.ParseConfig(d.controld.Database)
+	if err != nil {
+		t.Fatalf("deploy/controld.toml database: %v", err)
+	}
+	for k := range pc.ConnConfig.RuntimeParams {
+		if strings.HasPrefix(k, "pool_") {
+			t.Errorf("deploy/controld.toml database: pgx does not know %s; PostgreSQL would refuse it", k)
+		}
+	}
+	role := regexp.MustCompile(`(?m)^CREATE ROLE (\w+) LOGIN;`).FindStringSubmatch(d.sql)
+	db := regexp.MustCompile(`(?m)^CREATE DATABASE (\w+) OWNER (\w+);`).FindStringSubmatch(d.sql)
+	switch {
+	case role == nil || db == nil:
+		t.Errorf("deploy/postgres.sql makes no role (CREATE ROLE x LOGIN;) or no database (CREATE DATABASE x OWNER y;)")
+	case role[1] != pc.ConnConfig.User || db[1] != pc.ConnConfig.Database || db[2] != role[1]:
+		t.Errorf("deploy/postgres.sql makes role %s and database %s owned by %s; controld.toml connects as %s to %s",
+			role[1], db[1], db[2], pc.ConnConfig.User, pc.ConnConfig.Database)
+	}
+	for _, m := range regexp.MustCompile(`(?m)^ALTER ROLE (\w+) SET`).FindAllStringSubmatch(d.sql, -1) {
+		if m[1] != pc.ConnConfig.User {
+			t.Errorf("deploy/postgres.sql sets parameters of role %s, but controld connects as %s", m[1], pc.ConnConfig.User)
+		}
+	}
+
+	section := strings.Join(readmeSection(t, "A deployment: two controld replicas and N edges"), "\n")
+	for _, f := range []string{"controld.toml", "edged.toml", "armor.toml", "postgres.sql"} {
+		if !strings.Contains(section, "configs/deploy/"+f) {
+			t.Errorf("README's deployment section does not name configs/deploy/%s", f)
+		}
+	}
+}
+
+// sameDatabase reports whether two postgres:// URLs reach the same database as the same
+// role; their pool and timeout settings may differ.
+func sameDatabase(a, b string) bool {
+	ca, erra := pgxpool.ParseConfig(a)
+	cb, errb := pgxpool.ParseConfig(b)
+	if erra != nil || errb != nil {
+		return false
+	}
+	x, y := ca.ConnConfig, cb.ConnConfig
+	return x.Host == y.Host && x.Port == y.Port && x.Database == y.Database && x.User == y.User
 }

@@ -78,12 +78,25 @@ func (e *APIError) Is(target error) bool {
 // next, and the client keeps to the replica that answered. Every request is safe to
 // send twice: reads are, and recording and activating are idempotent (an activation
 // that took effect before its answer was lost finds its release active).
+//
+// A replica that accepts connections but does not answer (a frozen process, whose
+// kernel still completes handshakes) is given ReadAttempt to answer a read, then the
+// next is asked; a write waits for its answer as long as the HTTP client lets it, since
+// recording a large release takes time. A push reads first (its token, the repository),
+// so it moves past a frozen replica before it records.
 type Client struct {
 	bases []string
 	token string
 	http  *http.Client
 	cur   atomic.Int64 // index in bases of the replica that answered last
+	// readAttempt bounds one replica's answer to a GET when there are several.
+	readAttempt time.Duration
 }
+
+// ReadAttempt is how long a read waits for one replica's answer before it asks the
+// next, when the client knows several. controld answers reads from its database at
+// once; only the routes feed's long poll (Routes, not bounded by it) waits on purpose.
+const ReadAttempt = 10 * time.Second
 
 // New returns a client of the controld at baseURL (such as "https://controld:7380"), or
 // of the replicas at a comma-separated list of URLs, authenticating with token. A nil
@@ -92,7 +105,7 @@ func New(baseURL, token string, httpClient *http.Client) *Client {
 	if httpClient == nil {
 		httpClient = http.DefaultClient
 	}
-	c := &Client{token: token, http: httpClient}
+	c := &Client{token: token, http: httpClient, readAttempt: ReadAttempt}
 	for _, b := range strings.Split(baseURL, ",") {
 		if b = strings.TrimRight(strings.TrimSpace(b), "/"); b != "" {
 			c.bases = append(c.bases, b)
@@ -148,6 +161,11 @@ func (c *Client) doOnce(ctx context.Context, base, method, path string, payload 
 				err = fmt.Errorf("%s: %w", base, err)
 			}
 		}()
+	}
+	if method == http.MethodGet && len(c.bases) > 1 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.readAttempt)
+		defer cancel()
 	}
 	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/armor-apt/armor/controld/client"
 )
@@ -62,5 +63,42 @@ func TestFailover(t *testing.T) {
 	c = client.New(dead+","+down.URL, "t", nil)
 	if _, err := c.Repo(context.Background(), "acme"); err == nil || !strings.Contains(err.Error(), down.URL) {
 		t.Errorf("all replicas down: %v, want an error naming %s", err, down.URL)
+	}
+}
+
+// TestFailoverFrozen: a replica that accepts connections and never answers (a frozen
+// process: its kernel completes the handshakes) holds a read for the read attempt only;
+// the next replica answers and the client keeps to it. With one replica there is no
+// next to ask, so no attempt bound applies.
+func TestFailoverFrozen(t *testing.T) {
+	frozen, err := net.Listen("tcp", "127.0.0.1:0") // never accepted: requests wait in its backlog
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer frozen.Close()
+	live := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"name":"acme","hostnames":[],"keys":[]}`))
+	}))
+	defer live.Close()
+
+	c := client.New("http://"+frozen.Addr().String()+","+live.URL, "t", nil)
+	client.SetReadAttempt(c, 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	r, err := c.Repo(ctx, "acme")
+	if took := time.Since(start); err != nil || r.Name != "acme" || took > 5*time.Second {
+		t.Fatalf("read through a frozen replica: %v, %+v after %v; want the live replica's answer after about 300ms", err, r, took)
+	}
+	if c.URL() != live.URL {
+		t.Errorf("client keeps to %s, want %s", c.URL(), live.URL)
+	}
+
+	one := client.New("http://"+frozen.Addr().String(), "t", nil)
+	client.SetReadAttempt(one, 100*time.Millisecond)
+	ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := one.Repo(ctx, "acme"); !errors.Is(err, context.DeadlineExceeded) || ctx.Err() == nil {
+		t.Errorf("the only replica, frozen: %v; want it waited for until the caller's deadline", err)
 	}
 }
