@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,7 +32,9 @@ type RecordOptions struct {
 // flip happens only if the active release is the one the release was built on, so a
 // release never replaces one it does not contain. A release that is active already (a
 // push run again after one that died once it had activated) is left as it is. Record
-// reports whether the release is active afterwards.
+// reports whether the release is active afterwards, or was activated by an earlier run
+// of the same push: one whose answer was lost (controld committed the flip and died, or
+// the connection broke) and that a release built on it has superseded since.
 //
 // A release whose parent is not the active release is neither activated nor recorded,
 // and the error is a *StaleParentError. A release that was rolled back, or is built on
@@ -62,6 +65,9 @@ func Record(ctx context.Context, c *client.Client, o RecordOptions) (activated b
 				return activated, err
 			}
 		}
+		if flipped(ctx, c, o) {
+			return true, nil
+		}
 		return false, &StaleParentError{URL: o.URL, Repo: o.Repo, Release: o.Release, Parent: o.Parent, Active: ae.Active, Err: err}
 	case errors.Is(err, client.ErrInvalid) && o.Parent == "":
 		// controld checks a new release's parent before the compare-and-swap, so a first
@@ -72,6 +78,21 @@ func Record(ctx context.Context, c *client.Client, o RecordOptions) (activated b
 		}
 	}
 	return false, controldError(o.URL, o.Repo, err)
+}
+
+// flipped reports whether controld's history holds the flip this push asks for: the
+// release activated in place of its parent, and not rolled back since. A push that
+// controld answered with a lost compare-and-swap after that flip did not lose a race:
+// an earlier attempt of its own won it, and another release built on this one followed.
+func flipped(ctx context.Context, c *client.Client, o RecordOptions) bool {
+	h, err := c.History(ctx, o.Repo)
+	if err != nil || !slices.ContainsFunc(h, func(a api.Activation) bool {
+		return a.To == o.Release && a.From == o.Parent && !a.Rollback
+	}) {
+		return false
+	}
+	rel, err := c.Release(ctx, o.Repo, o.Release)
+	return err == nil && rel.RolledBack == nil
 }
 
 // undoRollback re-activates, with Force, a release that a re-signed rollback replaced,

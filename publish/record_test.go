@@ -451,6 +451,34 @@ func TestPushActivatesOnItsParent(t *testing.T) {
 	}
 }
 
+// TestPushAnswerLost: a push whose activation controld committed but whose answer was
+// lost (the replica died before answering) is run again after another pipeline's release,
+// built on it, was activated. The compare-and-swap fails, but the push did not lose a
+// race: its own first attempt won it. It reports its release activated, not stale.
+func TestPushAnswerLost(t *testing.T) {
+	t.Parallel()
+	s := store.NewMemory()
+	c, url := newControld(t, s)
+	p := newPushProject(t, "")
+	pushTo(t, p, s, c, url, true)
+	p.add(t, "alpha")
+	first := pushTo(t, p, s, c, url, true) // its answer is taken as lost
+	q := p.clone(t)
+	q.add(t, "beta")
+	later := pushTo(t, q, s, c, url, true)
+	if !later.Activated || later.Parent != first.Release {
+		t.Fatalf("the release built on the first: %+v", later)
+	}
+
+	again, err := pushRecord(p, s, c, url, true)
+	if err != nil || !again.Recorded || !again.Activated || again.Release != first.Release {
+		t.Fatalf("push run again after its answer was lost: %+v, %v; want its release %.12s reported activated", again, err, first.Release)
+	}
+	if got := activeRelease(t, c); got != later.Release {
+		t.Errorf("active %.12s, want %.12s: the release run again must not replace its successor", got, later.Release)
+	}
+}
+
 // TestPushFirstReleaseRefusedWhenActive: a release built as a repository's first (no
 // parent) is refused once the repository has an active release, naming it.
 func TestPushFirstReleaseRefusedWhenActive(t *testing.T) {
