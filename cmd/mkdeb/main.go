@@ -70,6 +70,11 @@ func build(binary, configs, version, arch, out string, now time.Time) (string, e
 		files = append(files, deb.File{Path: "/etc/armor/" + conf, Data: read(filepath.Join(configs, conf)), Conffile: true})
 	}
 	files = append(files, deb.File{Path: "/usr/share/doc/armor/README.md", Data: read(filepath.Join(filepath.Dir(configs), "README.md"))})
+	// The multi-node example (two controld replicas on PostgreSQL, N edges) that README's
+	// deployment section walks through.
+	for _, ex := range []string{"armor.toml", "controld.toml", "edged.toml", "postgres.sql"} {
+		files = append(files, deb.File{Path: "/usr/share/doc/armor/examples/deploy/" + ex, Data: read(filepath.Join(configs, "deploy", ex))})
+	}
 	if err != nil {
 		return "", err
 	}

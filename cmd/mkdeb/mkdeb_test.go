@@ -65,6 +65,9 @@ func TestInstall(t *testing.T) {
 	if err != nil || !strings.Contains(string(unit), "ExecStart=/usr/bin/armor controld") {
 		t.Errorf("installed controld unit: %v\n%s", err, unit)
 	}
+	if ex, err := os.ReadFile(filepath.Join(root, "usr/share/doc/armor/examples/deploy/controld.toml")); err != nil || !strings.Contains(string(ex), "postgres://") {
+		t.Errorf("installed deployment example: %v\n%s", err, ex)
+	}
 	status, err := exec.Command("dpkg-query", "--admindir="+filepath.Join(root, "var", "lib", "dpkg"), "-s", "armor").CombinedOutput()
 	if err != nil || !strings.Contains(string(status), "Status: install ok installed") || !strings.Contains(string(status), "/etc/armor/controld.toml") {
 		t.Errorf("dpkg-query -s armor: %v\n%s", err, status)
