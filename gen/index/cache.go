@@ -57,7 +57,7 @@ type CacheStats struct {
 // a format produces for the same plain input change, so that old entries are not reused.
 const (
 	kindGzip = "gz9.1"               // one gzip member, level 9, deterministic header
-	kindXZ   = "xzht4.1"             // one xz block, LZMA2 hash-table matcher, CRC64 check
+	kindXZ   = "xzopt.1"             // one xz block, armor's optimal-parsing LZMA2 encoder, CRC64 check
 	tmpPre   = atomicfile.TempPrefix // prefix of entries being written
 )
 

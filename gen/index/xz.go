@@ -1,13 +1,9 @@
 package index
 
 import (
-	"bytes"
 	"encoding/binary"
-	"fmt"
 	"hash/crc32"
 	"hash/crc64"
-
-	"github.com/ulikunitz/xz/lzma"
 )
 
 // The xz container (https://tukaani.org/xz/xz-file-format.txt), written by hand because
@@ -59,23 +55,12 @@ func dictSizeByte(n int) (byte, int) {
 
 // compressXZBlock compresses plain into one xz block with an LZMA2 filter and a CRC64 check.
 // Its dictionary is just large enough for the chunk, so decoders need little memory. The
-// hash-table matcher is the one to use: in ulikunitz/xz v0.5.17 the binary-tree matcher
-// was measured about 40 times slower on a 256 KiB chunk, and it compressed worse.
+// encoder is armor's own (lzma2.go): ulikunitz/xz's hash-table matcher is greedy and made
+// Packages.xz 1.12 times what xz -6 makes of the same chunks, and its binary-tree matcher
+// compressed worse still, 14 to 40 times slower (docs/benchmarks.md).
 func compressXZBlock(plain []byte) (xzBlock, error) {
-	dictByte, dictCap := dictSizeByte(len(plain))
-	var lz bytes.Buffer
-	lz.Grow(len(plain)/4 + 64)
-	w, err := lzma.Writer2Config{DictCap: dictCap, Matcher: lzma.HashTable4}.NewWriter2(&lz)
-	if err != nil {
-		return xzBlock{}, fmt.Errorf("start lzma2 encoder: %w", err)
-	}
-	if _, err := w.Write(plain); err != nil {
-		return xzBlock{}, fmt.Errorf("lzma2 encode: %w", err)
-	}
-	if err := w.Close(); err != nil {
-		return xzBlock{}, fmt.Errorf("lzma2 encode: %w", err)
-	}
-	return assembleXZBlock(lz.Bytes(), plain, dictByte), nil
+	dictByte, _ := dictSizeByte(len(plain))
+	return assembleXZBlock(compressLZMA2(plain, lzDepth, lzNice), plain, dictByte), nil
 }
 
 // assembleXZBlock wraps raw LZMA2 data of plain into an xz block.
