@@ -347,8 +347,16 @@ func (e *lzEncoder) insertTo(pos int) {
 	}
 }
 
+// lzMatchLen returns how many bytes, up to max, d[a:] and d[b:] have in common.
 func lzMatchLen(d []byte, a, b, max int) int {
 	n := 0
+	for n+8 <= max {
+		x := binary.LittleEndian.Uint64(d[a+n:]) ^ binary.LittleEndian.Uint64(d[b+n:])
+		if x != 0 {
+			return n + bits.TrailingZeros64(x)/8
+		}
+		n += 8
+	}
 	for n < max && d[a+n] == d[b+n] {
 		n++
 	}
