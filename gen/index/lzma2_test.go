@@ -44,7 +44,7 @@ func decodeLZMA2(lz []byte, size int) ([]byte, error) {
 	if err := checkLZMA2Chunks(lz, size); err != nil {
 		return nil, err
 	}
-	r, err := lzma.Reader2Config{DictCap: 8 << 20}.NewReader2(bytes.NewReader(lz))
+	r, err := lzma.Reader2Config{DictCap: max(size, 4096)}.NewReader2(bytes.NewReader(lz))
 	if err != nil {
 		return nil, err
 	}
