@@ -2,10 +2,12 @@ package index
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,8 +43,15 @@ func lzma2Inputs() map[string][]byte {
 
 // decodeLZMA2 decodes raw LZMA2 data with ulikunitz/xz, after checking its chunk headers.
 func decodeLZMA2(lz []byte, size int) ([]byte, error) {
-	if err := checkLZMA2Chunks(lz, size); err != nil {
+	if len(lz) == 0 || lz[len(lz)-1] != 0 {
+		return nil, errors.New("no end marker")
+	}
+	segs, err := splitLZMA2(lz[:len(lz)-1])
+	if err != nil {
 		return nil, err
+	}
+	if len(segs) > 1 || len(segs) == 1 && segs[0].size != size {
+		return nil, fmt.Errorf("chunk headers %+v, want one chunk of %d bytes", segs, size)
 	}
 	r, err := lzma.Reader2Config{DictCap: max(size, 4096)}.NewReader2(bytes.NewReader(lz))
 	if err != nil {
@@ -89,11 +98,7 @@ func TestXZBlockNearXZ6(t *testing.T) {
 	if err != nil {
 		t.Fatalf("xz -6 (install xz-utils): %v", err)
 	}
-	b, err := compressXZBlock(text)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lz := b.data[(int(b.data[0])+1)*4 : b.unpadded-xzCheckSize]
+	lz := compressLZMA2(text, lzDepth, lzNice)
 	ratio := float64(len(lz)) / float64(len(ref))
 	t.Logf("%d bytes of Packages text: %d bytes, xz -6 %d (%.3f times)", len(text), len(lz), len(ref), ratio)
 	if ratio > 1.10 {
@@ -101,15 +106,80 @@ func TestXZBlockNearXZ6(t *testing.T) {
 	}
 }
 
+// primedRaw returns raw LZMA2 data decoding to before and plain: before and plain[:start]
+// as uncompressed chunks, then the chunks compressLZMA2Chunks writes of plain[start:] after
+// plain[:start], then an end marker, as it sits in a block after other chunks' data.
+func primedRaw(before, plain []byte, start int) []byte {
+	var out []byte
+	for p := append(slices.Clone(before), plain[:start]...); len(p) > 0; {
+		n := min(len(p), 1<<16)
+		ctl := byte(0x02)
+		if len(out) == 0 {
+			ctl = 0x01
+		}
+		out = append(append(out, ctl, byte((n-1)>>8), byte(n-1)), p[:n]...)
+		p = p[n:]
+	}
+	lz := compressLZMA2Chunks(plain, start, lzDepth, lzNice)
+	if start > 0 && len(lz) > 0 {
+		// After uncompressed chunks the first LZMA chunk must set the properties.
+		lz = append([]byte{lz[0]&0x1f | 0xc0, lz[1], lz[2], lz[3], lz[4], lzmaProps}, lz[5:]...)
+	}
+	return append(append(out, lz...), 0)
+}
+
+// TestLZMA2PrimedRoundTrip compresses the second part of each input after the first, as a
+// chunk after its predecessor, and decodes it with liblzma (the xz command) behind the
+// first part given as uncompressed data, and with checkLZMA2Chunk, Seed's check. The
+// data must not depend on what precedes the first part.
+func TestLZMA2PrimedRoundTrip(t *testing.T) {
+	for name, in := range lzma2Inputs() {
+		if len(in) < 2 {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			start := len(in) / 3
+			lz := compressLZMA2Chunks(in, start, lzDepth, lzNice)
+			if lz[0]&0xe0 != 0xa0 {
+				t.Errorf("control byte %#x, want a state reset (0xa0)", lz[0])
+			}
+			if again := compressLZMA2Chunks(in, start, lzDepth, lzNice); !bytes.Equal(lz, again) {
+				t.Fatal("two encodings of the same input differ")
+			}
+			if err := checkLZMA2Chunk(lz, in, start); err != nil {
+				t.Fatalf("Seed's check: %v", err)
+			}
+			// Whatever the decoder holds before the previous chunk, even more than a
+			// 64 KiB LZMA2 chunk of it, the data decodes the same.
+			for _, before := range [][]byte{nil, lzma2Inputs()["random"][:70<<10]} {
+				cmd := exec.Command("xz", "--format=raw", "--lzma2=dict=8MiB", "-d", "-c")
+				cmd.Stdin = bytes.NewReader(primedRaw(before, in, start))
+				got, err := cmd.Output()
+				if err != nil {
+					t.Fatalf("xz -d (install xz-utils): %v", err)
+				}
+				sameBytes(t, "xz -d", got, append(slices.Clone(before), in...))
+			}
+		})
+	}
+}
+
 func FuzzLZMA2RoundTrip(f *testing.F) {
 	for _, in := range lzma2Inputs() {
-		f.Add(in[:min(len(in), 4096)])
+		f.Add(in[:min(len(in), 4096)], uint16(len(in)/3))
 	}
-	f.Fuzz(func(t *testing.T, in []byte) {
+	f.Fuzz(func(t *testing.T, in []byte, start uint16) {
 		lz := compressLZMA2(in, lzDepth, lzNice)
 		got, err := decodeLZMA2(lz, len(in))
 		if err != nil || !bytes.Equal(got, in) {
 			t.Fatalf("%s", fmt.Sprintf("decodes %d bytes of %d (%v)", len(got), len(in), err))
+		}
+		at := int(start) % (len(in) + 1)
+		if at == len(in) {
+			return // a chunk is never empty
+		}
+		if err := checkLZMA2Chunk(compressLZMA2Chunks(in, at, lzDepth, lzNice), in, at); err != nil {
+			t.Fatalf("after %d bytes: %v", at, err)
 		}
 	})
 }
