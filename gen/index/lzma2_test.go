@@ -183,3 +183,39 @@ func FuzzLZMA2RoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSplitLZMA2 cuts arbitrary bytes as Seed cuts a published block's LZMA2 data: it must
+// never panic, and what it accepts must be LZMA2 chunk headers tiling the data exactly,
+// the first resetting the dictionary, each segment starting with a state reset.
+func FuzzSplitLZMA2(f *testing.F) {
+	text := lzma2Inputs()["text"][:20<<10]
+	lz := compressLZMA2Chunks(text[:8<<10], 0, lzDepth, lzNice)
+	lz = append(lz, compressLZMA2Chunks(text, 8<<10, lzDepth, lzNice)...)
+	f.Add(lz)
+	f.Add(compressLZMA2Chunks(lzma2Inputs()["random"][:100<<10], 0, lzDepth, lzNice))
+	f.Add([]byte{})
+	f.Add([]byte{0xe0, 0, 0, 0, 0})
+	f.Add([]byte{0xa0, 0, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, lz []byte) {
+		segs, err := splitLZMA2(lz)
+		if err != nil {
+			if !errors.Is(err, errLZMA2) {
+				t.Fatalf("error %v does not wrap errLZMA2", err)
+			}
+			return
+		}
+		at := 0
+		for i, sg := range segs {
+			if sg.start != at || sg.end <= sg.start || sg.size <= 0 {
+				t.Fatalf("segment %d %+v after %d", i, sg, at)
+			}
+			if want := byte(0xa0); i == 0 && lz[0]&0xe0 != 0xe0 || i > 0 && lz[sg.start]&0xe0 != want {
+				t.Fatalf("segment %d starts with %#x", i, lz[sg.start])
+			}
+			at = sg.end
+		}
+		if at != len(lz) {
+			t.Fatalf("segments end at %d of %d", at, len(lz))
+		}
+	})
+}
