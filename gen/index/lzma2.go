@@ -1,6 +1,6 @@
 package index
 
-// An LZMA2 encoder with an optimal parser, for the xz blocks of Packages.xz. Packages text
+// An LZMA2 encoder with an optimal parser, for the xz block of Packages.xz. Packages text
 // owes most of what xz -6 gains over a greedy encoder to optimal parsing: every position
 // of a window of up to 4096 bytes is reached by the cheapest sequence of literals, matches
 // and repeated matches, priced with the coder's current probabilities, as liblzma's

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	kgzip "github.com/klauspost/compress/gzip"
-	"github.com/ulikunitz/xz"
 )
 
 // mustSeed seeds the cache in dir from the files of f, as cut by ck.
@@ -522,22 +520,6 @@ func checkEntries(t testing.TB, dir string, want map[string]wantEntry, strict bo
 			sameBytes(t, name+" against compressing afresh", payload, fm.data)
 		}
 	}
-}
-
-// unxzSmall decodes one xz stream like unxzGo, with the dictionary its blocks ask for
-// rather than the 8 MiB the xz package allocates by default, which would dominate a fuzz
-// run of small chunks.
-func unxzSmall(t testing.TB, b []byte) []byte {
-	t.Helper()
-	r, err := xz.ReaderConfig{DictCap: 4 << 10, SingleStream: true}.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("xz reader: %v", err)
-	}
-	out, err := io.ReadAll(r)
-	if err != nil {
-		t.Fatalf("xz read: %v", err)
-	}
-	return out
 }
 
 // FuzzSeed seeds a cache from arbitrary gzip and xz files beside a fixed plain index. Seed
