@@ -251,6 +251,8 @@ func TestSeedSkipsWhatDoesNotMatch(t *testing.T) {
 			xzMin: chunks, xzMax: chunks, gzWhy: "does not end as Build's"},
 		{name: "another gzip level", in: &Files{Gzip: regzipLevel(t, base, small, 4)},
 			xzMin: chunks, xzMax: chunks, gzWhy: "another compressor"},
+		{name: "xz chunks matching two chunks back", in: &Files{Xz: rexzTwoBack(t, base, small)},
+			gzMin: chunks, gzMax: chunks, xzMax: chunks - 1, xzWhy: "LZMA2 data at offset"},
 		{name: "another xz compressor", in: &Files{Xz: rexzOtherSettings(t, base, small)},
 			gzMin: chunks, gzMax: chunks, xzWhy: "another compressor"},
 		{name: "one chunk, gzip -9n", in: &Files{Plain: one.Plain, Gzip: run(t, one.Plain, "gzip", "-9n"), Xz: one.Xz},
@@ -453,6 +455,27 @@ func rexzOtherSettings(t testing.TB, stanzas [][]byte, ck chunking) []byte {
 		out = append(out, compressLZMA2Chunks(f.Plain[ch.prevOff:ch.off+ch.size], ch.off-ch.prevOff, 4, 8)...)
 	}
 	return finishXZ(out, hdr, f.Plain)
+}
+
+// rexzTwoBack compresses each chunk as Build does but after the two chunks before it, into
+// the stream Build writes: a valid xz file whose chunks' data depends on more than the
+// chunk before, which Seed must not store as entries of (previous chunk, chunk).
+func rexzTwoBack(t testing.TB, stanzas [][]byte, ck chunking) []byte {
+	t.Helper()
+	f := mustBuild(t, stanzas, nil, ck)
+	chunks, total := layout(stanzas, ck.cut(stanzas, mustHashes(t, stanzas)))
+	out := xzHeadOf(chunks, total, ck)
+	hdr := len(out) - xzHeaderSize
+	for i, ch := range chunks {
+		from := ch.prevOff
+		if i > 1 {
+			from = chunks[i-2].off
+		}
+		out = append(out, compressLZMA2Chunks(f.Plain[from:ch.off+ch.size], ch.off-from, lzDepth, lzNice)...)
+	}
+	out = finishXZ(out, hdr, f.Plain)
+	sameBytes(t, "xz -dc of two-back chunks", run(t, out, "xz", "-dc"), f.Plain)
+	return out
 }
 
 func chunkPlains(t testing.TB, stanzas [][]byte, ck chunking) [][]byte {
