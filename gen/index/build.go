@@ -3,6 +3,7 @@ package index
 import (
 	"crypto/sha256"
 	"fmt"
+	"hash/crc32"
 	"runtime"
 	"slices"
 
@@ -42,14 +43,16 @@ func Build(stanzas [][]byte, c *Cache, name string) (*Files, error) {
 	return build(stanzas, c, name, defaultChunking)
 }
 
-// form is one compressed form of a chunk: a gzip member or an xz block.
+// form is one compressed form of a chunk: a gzip member or the chunk's LZMA2 chunks in the
+// xz block.
 type form struct {
 	kind   string
-	data   []byte // compressed or copied in this build; nil while it is to come from the cache
-	cached bool   // the cache holds an entry of size bytes, read straight into the output
+	key    [32]byte // names its cache entry: the chunk's sum (gzip), xzKey (xz)
+	data   []byte   // compressed or copied in this build; nil while it is to come from the cache
+	cached bool     // the cache holds an entry of size bytes, read straight into the output
 	size   int
 	off    int    // offset in the output
-	aux    uint64 // gzip: plain length; xz: unpadded size of the block
+	aux    uint64 // the chunk's plain length
 	crc    uint32 // the check of its cache entry (with a cache only)
 }
 
@@ -57,6 +60,7 @@ type form struct {
 type chunk struct {
 	first, end int // stanzas[first:end]
 	off, size  int // its bytes in Files.Plain
+	prevOff    int // where the chunk before it starts in Files.Plain (off for the first)
 	sum        [32]byte
 	gz, xz     form
 }
@@ -78,6 +82,13 @@ func build(stanzas [][]byte, c *Cache, name string, ck chunking) (*Files, error)
 	}); err != nil {
 		return nil, err
 	}
+	if err := parallel(len(chunks), func(i int) error {
+		keyXZ(chunks, i, c)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	xzHead := xzHeadOf(chunks, total, ck)
 	// Compress what the cache lacks, then read the rest straight into the outputs. An entry
 	// that fails its check on reading is compressed in a second round; that round reads
 	// nothing from the cache, so there is no third.
@@ -86,7 +97,7 @@ func build(stanzas [][]byte, c *Cache, name string, ck chunking) (*Files, error)
 			return nil, err
 		}
 		var ok bool
-		if f.Gzip, f.Xz, ok, err = assemble(chunks, c); err != nil {
+		if f.Gzip, f.Xz, ok, err = assemble(chunks, c, xzHead, f.Plain); err != nil {
 			return nil, err
 		}
 		if ok {
@@ -96,7 +107,7 @@ func build(stanzas [][]byte, c *Cache, name string, ck chunking) (*Files, error)
 			if c != nil {
 				f.Entries = make([]string, 0, 2*len(chunks)+1)
 				for i := range chunks {
-					f.Entries = append(f.Entries, entryName(chunks[i].sum, kindGzip), entryName(chunks[i].sum, kindXZ))
+					f.Entries = append(f.Entries, entryName(chunks[i].gz.key, kindGzip), entryName(chunks[i].xz.key, kindXZ))
 				}
 				f.Entries = append(f.Entries, stateName(name))
 			}
@@ -115,7 +126,11 @@ func layout(stanzas [][]byte, ends []int) ([]chunk, int) {
 		for _, s := range stanzas[first:end] {
 			size += len(s) + 1
 		}
-		chunks[i] = chunk{first: first, end: end, off: total, size: size,
+		prevOff := total
+		if i > 0 {
+			prevOff = chunks[i-1].off
+		}
+		chunks[i] = chunk{first: first, end: end, off: total, size: size, prevOff: prevOff,
 			gz: form{kind: kindGzip}, xz: form{kind: kindXZ}}
 		total += size
 		first = end
@@ -153,8 +168,8 @@ func hashStanzas(stanzas [][]byte) ([]uint32, error) {
 	return hashes, err
 }
 
-// fillChunk copies the chunk's stanzas into plain, hashes them and notes which compressed
-// forms the cache holds.
+// fillChunk copies the chunk's stanzas into plain, hashes them and notes whether the cache
+// holds their gzip member.
 func fillChunk(ch *chunk, stanzas [][]byte, plain []byte, c *Cache) {
 	p := plain[ch.off:ch.off]
 	for _, s := range stanzas[ch.first:ch.end] {
@@ -165,9 +180,34 @@ func fillChunk(ch *chunk, stanzas [][]byte, plain []byte, c *Cache) {
 		return
 	}
 	ch.sum = sha256.Sum256(p)
-	for _, fm := range []*form{&ch.gz, &ch.xz} {
-		fm.size, fm.cached = c.size(entryName(ch.sum, fm.kind))
+	ch.gz.key = ch.sum
+	ch.gz.size, ch.gz.cached = c.size(entryName(ch.gz.key, kindGzip))
+}
+
+// keyXZ gives chunks[i]'s xz form its key, from its sum and its predecessor's, and notes
+// whether the cache holds it.
+func keyXZ(chunks []chunk, i int, c *Cache) {
+	if c == nil {
+		return
 	}
+	var prev [32]byte
+	if i > 0 {
+		prev = chunks[i-1].sum
+	}
+	ch := &chunks[i]
+	ch.xz.key = xzKey(prev, ch.sum)
+	ch.xz.size, ch.xz.cached = c.size(entryName(ch.xz.key, kindXZ))
+}
+
+// xzHeadOf returns the stream header and block header of an index of chunks, total plain
+// bytes in all.
+func xzHeadOf(chunks []chunk, total int, ck chunking) []byte {
+	maxPair := 0
+	for i := range chunks {
+		maxPair = max(maxPair, chunks[i].off+chunks[i].size-chunks[i].prevOff)
+	}
+	dictByte, _ := xzDictSize(total, maxPair, ck)
+	return append(xzStreamHeader(), xzBlockHeader(dictByte)...)
 }
 
 // compressMissing compresses every form that has no data and is not cached, each on its own
@@ -179,7 +219,7 @@ func compressMissing(chunks []chunk, plain []byte, c *Cache) error {
 		for _, fm := range []*form{&ch.gz, &ch.xz} {
 			if fm.data == nil && !fm.cached {
 				jobs = append(jobs, func() error {
-					return compressForm(fm, ch.sum, plain[ch.off:ch.off+ch.size], c)
+					return compressForm(fm, plain[ch.prevOff:ch.off+ch.size], ch.off-ch.prevOff, c)
 				})
 			}
 		}
@@ -187,37 +227,37 @@ func compressMissing(chunks []chunk, plain []byte, c *Cache) error {
 	return parallel(len(jobs), func(i int) error { return jobs[i]() })
 }
 
-func compressForm(fm *form, sum [32]byte, plain []byte, c *Cache) error {
+// compressForm compresses the chunk plain[start:] into fm (plain[:start] being the chunk
+// before it, which only the xz form reads) and stores it in c under fm's key.
+func compressForm(fm *form, plain []byte, start int, c *Cache) error {
 	switch fm.kind {
 	case kindGzip:
-		gz, err := compressGzipMember(plain)
+		gz, err := compressGzipMember(plain[start:])
 		if err != nil {
 			return fmt.Errorf("build index: %w", err)
 		}
-		fm.data, fm.aux = gz, uint64(len(plain))
+		fm.data = gz
 	case kindXZ:
-		b, err := compressXZBlock(plain)
-		if err != nil {
-			return fmt.Errorf("build index: %w", err)
-		}
-		fm.data, fm.aux = b.data, b.unpadded
+		fm.data = compressLZMA2Chunks(plain, start, lzDepth, lzNice)
 	}
+	fm.aux = uint64(len(plain) - start)
 	fm.size = len(fm.data)
 	if c == nil {
 		return nil
 	}
 	c.misses.Add(1)
 	var err error
-	fm.crc, err = c.put(entryName(sum, fm.kind), fm.data, fm.aux)
+	fm.crc, err = c.put(entryName(fm.key, fm.kind), fm.data, fm.aux)
 	return err
 }
 
-// assemble writes the gzip members one after the other, and the xz blocks into one stream,
-// reading cached forms straight into place. ok is false when a cached entry failed its
-// check: that form is then marked for compression, and every form read so far keeps a copy
-// of its bytes, so that the next round reads nothing from the cache.
-func assemble(chunks []chunk, c *Cache) (gz, xz []byte, ok bool, err error) {
-	gzSize, xzSize := 0, xzHeaderSize
+// assemble writes the gzip members one after the other, and the chunks' LZMA2 data into
+// the one block of an xz stream after xzHead (its stream and block headers), reading
+// cached forms straight into place. ok is false when a cached entry failed its check: that
+// form is then marked for compression, and every form read so far keeps a copy of its
+// bytes, so that the next round reads nothing from the cache.
+func assemble(chunks []chunk, c *Cache, xzHead, plain []byte) (gz, xz []byte, ok bool, err error) {
+	gzSize, xzSize := 0, len(xzHead)
 	for i := range chunks {
 		ch := &chunks[i]
 		ch.gz.off, ch.xz.off = gzSize, xzSize
@@ -225,8 +265,8 @@ func assemble(chunks []chunk, c *Cache) (gz, xz []byte, ok bool, err error) {
 		xzSize += ch.xz.size
 	}
 	gz = make([]byte, gzSize)
-	xz = make([]byte, xzSize, xzSize+xzIndexBound(len(chunks)))
-	copy(xz, xzStreamHeader())
+	xz = make([]byte, xzSize, xzSize+xzTailBound)
+	copy(xz, xzHead)
 	bad := make([]bool, len(chunks))
 	err = parallel(len(chunks), func(i int) error {
 		ch := &chunks[i]
@@ -240,11 +280,11 @@ func assemble(chunks []chunk, c *Cache) (gz, xz []byte, ok bool, err error) {
 				copy(dst, fm.data)
 				continue
 			}
-			m, ok, err := c.readInto(entryName(ch.sum, fm.kind), dst)
+			m, ok, err := c.readInto(entryName(fm.key, fm.kind), dst)
 			if err != nil {
 				return err
 			}
-			if ok && validAux(fm.kind, m.aux, fm.size, ch.size) {
+			if ok && m.aux == uint64(ch.size) {
 				fm.aux, fm.crc = m.aux, m.crc
 				c.hits.Add(1)
 				continue
@@ -274,21 +314,20 @@ func assemble(chunks []chunk, c *Cache) (gz, xz []byte, ok bool, err error) {
 		}
 		return nil, nil, false, nil
 	}
-	blocks := make([]xzBlock, len(chunks))
-	for i := range chunks {
-		blocks[i] = xzBlock{unpadded: chunks[i].xz.aux, uncompressed: uint64(chunks[i].size)}
-	}
-	return gz, append(xz, xzIndexAndFooter(blocks)...), true, nil
+	return gz, finishXZ(xz, len(xzHead)-xzHeaderSize, plain), true, nil
 }
 
-// validAux checks a cached entry's aux value against its payload size and its chunk's plain
-// size: a gzip member records the plain size; an xz block's unpadded size is its length
-// less 0 to 3 bytes of padding.
-func validAux(kind string, aux uint64, size, plainSize int) bool {
-	if kind == kindGzip {
-		return aux == uint64(plainSize)
-	}
-	return size%4 == 0 && aux <= uint64(size) && uint64(size)-aux < 4
+// xzTailBound is the most finishXZ appends: the end marker, padding, check, an index of one
+// block and the stream footer.
+const xzTailBound = 8 + 4 + 1 + 1 + 2*10 + 3 + 4 + xzHeaderSize
+
+// finishXZ ends the block of the stream xz (its headers, the block header hdr bytes long,
+// and the chunks' LZMA2 data) and appends the stream index and footer.
+func finishXZ(xz []byte, hdr int, plain []byte) []byte {
+	lz := len(xz) - xzHeaderSize - hdr
+	xz = append(xz, xzBlockEnd(hdr, lz, crc32.ChecksumIEEE(plain))...)
+	block := xzBlock{unpadded: uint64(hdr + lz + 1 + xzCheckSize), uncompressed: uint64(len(plain))}
+	return append(xz, xzIndexAndFooter([]xzBlock{block})...)
 }
 
 // parallel runs fn(0..n-1) on all cores and returns the first error.

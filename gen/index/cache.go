@@ -19,7 +19,8 @@ import (
 )
 
 // Cache stores compressed chunks on disk, one file per chunk and format, named by the
-// SHA-256 of the chunk's plain bytes, and one digest state per index name (the hash states
+// SHA-256 of the chunk's plain bytes (the xz form, which refers back into the chunk
+// before it, by xzKey of both chunks' sums), and one digest state per index name (the hash states
 // at the chunk boundaries of its last build), named by the SHA-256 of the name. It is safe
 // for concurrent use by several Builds; two Builds of one name at once leave the state of
 // either.
@@ -57,7 +58,7 @@ type CacheStats struct {
 // a format produces for the same plain input change, so that old entries are not reused.
 const (
 	kindGzip = "gz9.1"               // one gzip member, level 9, deterministic header
-	kindXZ   = "xzht4.1"             // one xz block, LZMA2 hash-table matcher, CRC64 check
+	kindXZ   = "lz2prev.1"           // LZMA2 chunks primed by the previous chunk (compressLZMA2Chunks), lc=4 pb=0
 	tmpPre   = atomicfile.TempPrefix // prefix of entries being written
 )
 

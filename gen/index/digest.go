@@ -16,11 +16,12 @@ import (
 )
 
 // The digests Release lists follow the change too. Each served form is a head (the xz
-// stream header), one piece per chunk (its plain bytes, its gzip member, its xz block) and
-// a tail (the xz index and footer). Every boundary after a piece has a chain id: the
-// SHA-256 of the previous id and of the piece's identity, the first id being that of the
-// form and its head. A plain piece is identified by its SHA-256 (the chunk's); a compressed
-// one by its chunk's SHA-256 and its size, aux value and entry check (CRC-32C), so that a
+// stream and block headers), one piece per chunk (its plain bytes, its gzip member, its
+// LZMA2 data) and a tail (the end of the xz block, its index and footer). Every boundary
+// after a piece has a chain id: the SHA-256 of the previous id and of the piece's
+// identity, the first id being that of the form and its head. A plain piece is identified
+// by its SHA-256 (the chunk's); a compressed one by its cache key (xzKey for the xz form)
+// and its size, aux value and entry check (CRC-32C), so that a
 // member written by another compressor version under the same entry name breaks the chain
 // too. Equal ids therefore mean equal bytes up to the boundary.
 //
@@ -192,7 +193,7 @@ func (s *stream) boundaries(prefix []boundary) []boundary {
 func splitForms(f *Files, chunks []chunk, chained bool) [nForms]stream {
 	var ss [nForms]stream
 	last := &chunks[len(chunks)-1]
-	ss[formXZ].head = f.Xz[:xzHeaderSize]
+	ss[formXZ].head = f.Xz[:chunks[0].xz.off]
 	ss[formXZ].tail = f.Xz[last.xz.off+last.xz.size:]
 	for fi := range ss {
 		s := &ss[fi]
@@ -207,6 +208,7 @@ func splitForms(f *Files, chunks []chunk, chained bool) [nForms]stream {
 		for i := range chunks {
 			ch := &chunks[i]
 			var fm *form // nil for the plain form
+			key := ch.sum
 			switch fi {
 			case formPlain:
 				s.pieces[i] = f.Plain[ch.off : ch.off+ch.size]
@@ -217,10 +219,13 @@ func splitForms(f *Files, chunks []chunk, chained bool) [nForms]stream {
 				fm = &ch.xz
 				s.pieces[i] = f.Xz[fm.off : fm.off+fm.size]
 			}
+			if fm != nil {
+				key = fm.key
+			}
 			end += uint64(len(s.pieces[i]))
 			s.ends[i] = end
 			if chained {
-				id = chainNext(id, ch.sum, len(s.pieces[i]), fm)
+				id = chainNext(id, key, len(s.pieces[i]), fm)
 				s.ids[i] = id
 			}
 		}
@@ -229,7 +234,7 @@ func splitForms(f *Files, chunks []chunk, chained bool) [nForms]stream {
 }
 
 // chainNext returns the chain id after a piece of size bytes of the chunk whose plain bytes
-// hash to sum: the piece is its compressed form fm, or the plain bytes when fm is nil. The
+// hash to sum, or of the compressed form fm whose key is sum (nil for the plain bytes). The
 // entry check of a compressed form is in the id, so that bytes compressed afresh never
 // pass for different bytes of the same chunk read from the cache.
 func chainNext(prev, sum [32]byte, size int, fm *form) [32]byte {

@@ -29,15 +29,25 @@ func checkDigests(t testing.TB, f *Files) {
 	}
 }
 
-// sizes returns the total size of the three forms of f, and the size of the xz index and
-// footer, which every build hashes afresh.
+// sizes returns the total size of the three forms of f, and the size of what follows the
+// chunks' LZMA2 data in the xz form (the end of the block, the index and the footer), which
+// every build hashes afresh.
 func sizes(f *Files) (total, xzTail int64) {
 	for _, d := range f.Digests {
 		total += d.Size
 	}
 	footer := f.Xz[len(f.Xz)-xzHeaderSize:]
 	backward := int64(footer[4]) | int64(footer[5])<<8 | int64(footer[6])<<16 | int64(footer[7])<<24
-	return total, xzHeaderSize + (backward+1)*4
+	index := f.Xz[len(f.Xz)-xzHeaderSize-int((backward+1)*4):]
+	if index[1] == 0 { // no block
+		return total, int64(len(index))
+	}
+	unpadded, _, err := readVLI(index[2:])
+	if err != nil {
+		panic(err)
+	}
+	lzEnd := xzHeaderSize + int64(unpadded) - xzCheckSize - 1
+	return total, int64(len(f.Xz)) - lzEnd
 }
 
 // TestDigestsFollowChanges builds an index, changes it, and builds it again from the digest

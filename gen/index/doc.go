@@ -4,11 +4,14 @@
 // The stanza list is cut into content-defined chunks: whether a chunk ends after a stanza
 // depends only on that stanza's bytes (and on where the previous chunk ended), so inserting
 // or removing one stanza changes one or two chunks and leaves every other chunk's bytes as
-// they were. Each chunk is compressed on its own, as one gzip member and as one xz block,
-// and the compressed chunks are kept in an on-disk Cache keyed by the SHA-256 of their
-// plain bytes. Packages.gz is the concatenation of the members; Packages.xz is one xz
-// stream holding the blocks, with its index and footer written afresh. apt 2.6 accepts
-// both (several gzip members; one xz stream of several blocks).
+// they were. Each chunk is compressed as one gzip member, on its own, and as LZMA2 data
+// that starts with a state reset and may refer back into the chunk before it (not
+// further), and the compressed chunks are kept in an on-disk Cache keyed by the SHA-256 of
+// their plain bytes (and of the previous chunk's, for the LZMA2 data). Packages.gz is the
+// concatenation of the members; Packages.xz is one xz stream of one block holding the
+// LZMA2 data of every chunk in turn, with the block's end, index and footer written
+// afresh. A change recompresses the changed chunks' gzip members and the LZMA2 data of
+// the changed chunks and of the chunk after each. apt 2.6 accepts both.
 //
 // Build also returns the size, MD5, SHA-1 and SHA-256 of each form, as Release lists them.
 // The cache keeps, per index name, the hash states at every chunk boundary of the last
@@ -16,8 +19,8 @@
 // next build hashes only from its first changed chunk to the end (see digest.go).
 //
 // A runner whose cache starts empty can fill it from the published files of the previous
-// index (Cache.Seed): their gzip members and xz blocks are exactly the cached chunks, so
-// it pays for checking them (decompressing), not for compressing them again.
+// index (Cache.Seed): their gzip members and chunks' LZMA2 data are exactly the cached
+// entries, so it pays for checking them (decompressing), not for compressing them again.
 //
 // Output is deterministic: the same stanzas give the same bytes and digests whether or not
 // a cache is used and whatever it holds.

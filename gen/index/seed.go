@@ -3,7 +3,6 @@ package index
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -39,12 +38,17 @@ var errSeed = errors.New("not seeded")
 // store); name is the index path as Build receives it, and names the files in
 // SeedCounts.Why.
 //
-// Seed cuts plain into chunks as Build does, splits gz into its gzip members and xz into
-// the blocks its stream index lists, and stores a member or block as the entry of a chunk
-// only when it holds exactly that chunk: its container (gzip header, xz block header,
-// padding and check) is the one Build writes, and it decompresses to the chunk's bytes,
-// checksums included. Bytes that do not decompress to their chunk are never stored. So
-// that Build's output stays the same with or without Seed, one stored chunk of each form
+// Seed cuts plain into chunks as Build does, splits gz into its gzip members and the one
+// block of xz into each chunk's LZMA2 data (at its state resets, reading the LZMA2 chunk
+// headers), and stores a member or a chunk's LZMA2 data as the entry of a chunk only when
+// it holds exactly that chunk: the gzip header is the one Build writes and the member
+// decompresses to the chunk's bytes, checksum included; the xz stream's headers, block
+// end (with the CRC32 of plain), index and footer are byte for byte Build's for plain, and
+// the LZMA2 data decodes to the chunk with only the chunk before it in the dictionary, as
+// Build compresses it, so that it is the entry a warm cache would hold under the same key
+// (xzKey of the two chunks). Bytes that do not decompress to their chunk are never
+// stored. So that Build's output stays the same with or without Seed, one stored chunk of
+// each form
 // (the smallest full-size one) is also compressed afresh and must come out byte for byte
 // as published; if it does not, the file was made by another compressor or version and
 // nothing of that form is stored. A compressor change that alters some chunks but leaves
@@ -72,7 +76,7 @@ func (c *Cache) Seed(name string, plain, gz, xz []byte) (SeedStats, error) {
 type seedEntry struct {
 	kind    string // entry kind: kindGzip or kindXZ
 	chunk   int    // index into seeder.chunks
-	payload []byte // the member or block, a slice of the published file
+	payload []byte // the member or LZMA2 data, a slice of the published file
 	aux     uint64 // as the cache entry records it
 	off     int    // offset in the published file, for messages
 }
@@ -85,7 +89,7 @@ type seedForm struct {
 	found   []seedEntry
 	ok      []bool // per found entry: it decompresses to its chunk
 
-	mu  sync.Mutex // guards why: blocks are checked in parallel
+	mu  sync.Mutex // guards why: chunks are checked in parallel
 	why error
 }
 
@@ -123,10 +127,10 @@ func (c *Cache) seed(name string, plain, gz, xz []byte, ck chunking) (SeedStats,
 		jobs = append(jobs, func() { s.walkGzip(gz) })
 	}
 	if s.todo(&s.xz) {
-		s.findBlocks(xz)
+		s.findSegments(xz)
 		s.xz.ok = make([]bool, len(s.xz.found))
 		for i := range s.xz.found {
-			jobs = append(jobs, func() { s.checkBlock(i) })
+			jobs = append(jobs, func() { s.checkSegment(i) })
 		}
 	}
 	_ = parallel(len(jobs), func(i int) error { jobs[i](); return nil })
@@ -147,7 +151,7 @@ func (c *Cache) seed(name string, plain, gz, xz []byte, ck chunking) (SeedStats,
 	err := parallel(len(puts), func(i int) error {
 		f, k := puts[i].f, puts[i].i
 		e := f.found[k]
-		if _, err := c.put(entryName(s.chunks[e.chunk].sum, e.kind), e.payload, e.aux); err != nil {
+		if _, err := c.put(entryName(s.key(e), e.kind), e.payload, e.aux); err != nil {
 			f.ok[k] = false // not stored: counted as skipped
 			return err
 		}
@@ -173,13 +177,28 @@ func (s *seeder) cut() error {
 	s.chunks, _ = layout(stanzas, s.ck.cut(stanzas, hashes))
 	s.gz.present = make([]bool, len(s.chunks))
 	s.xz.present = make([]bool, len(s.chunks))
-	return parallel(len(s.chunks), func(i int) error {
+	if err := parallel(len(s.chunks), func(i int) error {
 		ch := &s.chunks[i]
 		ch.sum = sha256.Sum256(s.plain[ch.off : ch.off+ch.size])
-		_, s.gz.present[i] = s.c.size(entryName(ch.sum, kindGzip))
-		_, s.xz.present[i] = s.c.size(entryName(ch.sum, kindXZ))
+		ch.gz.key = ch.sum
+		_, s.gz.present[i] = s.c.size(entryName(ch.gz.key, kindGzip))
+		return nil
+	}); err != nil {
+		return err
+	}
+	return parallel(len(s.chunks), func(i int) error {
+		keyXZ(s.chunks, i, s.c)
+		s.xz.present[i] = s.chunks[i].xz.cached
 		return nil
 	})
+}
+
+// key returns the cache key of the entry e.
+func (s *seeder) key(e seedEntry) [32]byte {
+	if e.kind == kindXZ {
+		return s.chunks[e.chunk].xz.key
+	}
+	return s.chunks[e.chunk].gz.key
 }
 
 // splitPlain returns the stanzas of a plain index (each with its final newline, without the
@@ -299,65 +318,81 @@ func readSame(r io.Reader, want, buf []byte) (int, error) {
 	}
 }
 
-// findBlocks lists the blocks of the xz stream that hold exactly one chunk lacking its
-// entry. The stream must be laid out as Build writes it: its header, blocks, index and
-// footer byte for byte as Build would write them for those blocks.
-func (s *seeder) findBlocks(b []byte) {
+// findSegments lists the chunks' LZMA2 data in the block of the xz stream that hold
+// exactly one chunk lacking its entry. The stream must be laid out as Build writes it:
+// its headers, the end of its block, its index and footer byte for byte as Build would
+// write them for the plain index, and its LZMA2 data cut into chunks as splitLZMA2 says.
+func (s *seeder) findSegments(b []byte) {
 	f := &s.xz
-	blocks, err := parseXZStream(b)
+	lz, off, err := parseXZStream(b, xzHeadOf(s.chunks, len(s.plain), s.ck), s.plain)
 	if err != nil {
 		f.fail("%v", err)
 		return
 	}
-	off, pos := xzHeaderSize, 0
-	for _, bl := range blocks {
-		if bl.uncompressed > uint64(len(s.plain)-pos) {
-			f.fail("blocks hold more than the plain index's %d bytes", len(s.plain))
+	segs, err := splitLZMA2(lz)
+	if err != nil {
+		f.fail("%v", err)
+		return
+	}
+	pos := 0
+	for _, sg := range segs {
+		if sg.size > len(s.plain)-pos {
+			f.fail("LZMA2 chunks hold more than the plain index's %d bytes", len(s.plain))
 			return
 		}
-		size := int(bl.unpadded+3) &^ 3
-		if i, ok := s.chunkAt(pos, int(bl.uncompressed)); ok && !f.present[i] {
-			f.found = append(f.found, seedEntry{kind: kindXZ, chunk: i, payload: b[off : off+size : off+size], aux: bl.unpadded, off: off})
+		if i, ok := s.chunkAt(pos, sg.size); ok && !f.present[i] {
+			f.found = append(f.found, seedEntry{kind: kindXZ, chunk: i, payload: lz[sg.start:sg.end:sg.end],
+				aux: uint64(sg.size), off: off + sg.start})
 		}
-		off += size
-		pos += int(bl.uncompressed)
+		pos += sg.size
 	}
 	if pos != len(s.plain) {
-		f.fail("blocks hold %d bytes, the plain index %d", pos, len(s.plain))
+		f.fail("LZMA2 chunks hold %d bytes, the plain index %d", pos, len(s.plain))
 	}
 }
 
-// checkBlock checks that the i-th block found is the one Build writes for its chunk, but
-// for the LZMA2 data, and that the data decodes to the chunk.
-func (s *seeder) checkBlock(i int) {
+// checkSegment checks that the i-th chunk's LZMA2 data found decodes to its chunk with
+// only the chunk before it in the dictionary, as Build compresses it.
+func (s *seeder) checkSegment(i int) {
 	e := s.xz.found[i]
 	ch := &s.chunks[e.chunk]
-	plain := s.plain[ch.off : ch.off+ch.size]
-	if err := checkXZBlock(e.payload, e.aux, plain); err != nil {
-		s.xz.fail("block at offset %d: %v", e.off, err)
+	if err := checkLZMA2Chunk(e.payload, s.plain[ch.prevOff:ch.off+ch.size], ch.off-ch.prevOff); err != nil {
+		s.xz.fail("LZMA2 data at offset %d: %v", e.off, err)
 		return
 	}
 	s.xz.ok[i] = true
 }
 
-// checkXZBlock checks that block (its unpadded size as the stream index records it) is
-// exactly as assembleXZBlock wraps some LZMA2 data of plain, and that the data decodes to
-// plain.
-func checkXZBlock(block []byte, unpadded uint64, plain []byte) error {
-	hsize := (int(block[0]) + 1) * 4
-	if block[0] == 0 || uint64(hsize)+xzCheckSize > unpadded {
-		return errors.New("not a block header Build writes")
+// checkLZMA2Chunk checks that lz, the LZMA2 data of one chunk as splitLZMA2 cut it out,
+// decodes to plain[start:] when plain[:start] alone is in the dictionary, so that it may
+// follow plain[:start] in any block. The decoder is given plain[:start] as uncompressed
+// LZMA2 chunks, then lz with its first control byte asking for the properties the
+// uncompressed chunks did not set (0xc0 instead of 0xa0), then an end marker. A match
+// reaching before plain[:start] fails the decoder's distance check.
+func checkLZMA2Chunk(lz, plain []byte, start int) error {
+	in := make([]byte, 0, start+start/(1<<16)*3+3+len(lz)+2)
+	for p := plain[:start]; len(p) > 0; {
+		n := min(len(p), 1<<16)
+		ctl := byte(0x02) // uncompressed, no dictionary reset
+		if len(in) == 0 {
+			ctl = 0x01
+		}
+		in = append(in, ctl, byte((n-1)>>8), byte(n-1))
+		in = append(in, p[:n]...)
+		p = p[n:]
 	}
-	dictByte, dictCap := dictSizeByte(len(plain))
-	lz := block[hsize : unpadded-xzCheckSize]
-	want := assembleXZBlock(lz, plain, dictByte)
-	if want.unpadded != unpadded || !bytes.Equal(want.data, block) {
-		return errors.New("not a block Build writes for its chunk (header, padding or check differ)")
+	switch {
+	case start == 0:
+		in = append(in, lz...)
+	case len(lz) < 5:
+		return errors.New("lzma2: truncated chunk header")
+	default:
+		in = append(in, lz[0]&0x1f|0xc0, lz[1], lz[2], lz[3], lz[4], lzmaProps)
+		in = append(in, lz[5:]...)
 	}
-	if err := checkLZMA2Chunks(lz, len(plain)); err != nil {
-		return err
-	}
-	br := bytes.NewReader(lz)
+	in = append(in, 0x00)
+	_, dictCap := dictSizeByte(len(plain))
+	br := bytes.NewReader(in)
 	r, err := lzma.Reader2Config{DictCap: dictCap}.NewReader2(br)
 	if err != nil {
 		return fmt.Errorf("lzma2: %w", err)
@@ -367,56 +402,11 @@ func checkXZBlock(block []byte, unpadded uint64, plain []byte) error {
 	case err != nil:
 		return fmt.Errorf("lzma2: %w", err)
 	case n != len(plain):
-		return fmt.Errorf("decompresses to %d bytes, its chunk has %d", n, len(plain))
+		return fmt.Errorf("decompresses to %d bytes, its chunk has %d", n-start, len(plain)-start)
 	case br.Len() != 0:
 		return fmt.Errorf("lzma2: %d bytes after the end of its data", br.Len())
 	}
 	return nil
-}
-
-// checkLZMA2Chunks checks that the chunk headers of LZMA2 data lz tile it exactly, up to an
-// end marker as its last byte, and declare size bytes in all. The decoder reads the chunks
-// by decoding them and does not check that each ends where its header says, as xz and
-// apt's liblzma do; this check rejects a damaged size that only it would accept.
-func checkLZMA2Chunks(lz []byte, size int) error {
-	total := 0
-	for len(lz) > 0 {
-		var hdr, packed, unpacked int
-		switch c := lz[0]; {
-		case c == 0x00:
-			if len(lz) != 1 {
-				return fmt.Errorf("lzma2: %d bytes after the end marker", len(lz)-1)
-			}
-			if total != size {
-				return fmt.Errorf("lzma2: chunks hold %d bytes, its chunk %d", total, size)
-			}
-			return nil
-		case c == 0x01 || c == 0x02: // uncompressed chunk
-			if len(lz) < 3 {
-				return errors.New("lzma2: truncated chunk header")
-			}
-			hdr, unpacked = 3, int(binary.BigEndian.Uint16(lz[1:]))+1
-			packed = unpacked
-		case c >= 0x80: // LZMA chunk, with a properties byte from 0xc0 on
-			hdr = 5
-			if c >= 0xc0 {
-				hdr = 6
-			}
-			if len(lz) < hdr {
-				return errors.New("lzma2: truncated chunk header")
-			}
-			unpacked = (int(c&0x1f)<<16 | int(binary.BigEndian.Uint16(lz[1:]))) + 1
-			packed = int(binary.BigEndian.Uint16(lz[3:])) + 1
-		default:
-			return fmt.Errorf("lzma2: invalid chunk control byte %#x", c)
-		}
-		if hdr+packed > len(lz) {
-			return errors.New("lzma2: chunk runs past the block")
-		}
-		total += unpacked
-		lz = lz[hdr+packed:]
-	}
-	return errors.New("lzma2: no end marker")
 }
 
 // sample compresses afresh one chunk of the entries of f found intact, and drops them all
@@ -438,7 +428,7 @@ func (s *seeder) sample(f *seedForm) {
 	e := f.found[pick]
 	ch := &s.chunks[e.chunk]
 	fm := form{kind: f.kind}
-	if err := compressForm(&fm, ch.sum, s.plain[ch.off:ch.off+ch.size], nil); err != nil {
+	if err := compressForm(&fm, s.plain[ch.prevOff:ch.off+ch.size], ch.off-ch.prevOff, nil); err != nil {
 		f.fail("compress chunk %d afresh: %v", e.chunk, err)
 	} else if !bytes.Equal(fm.data, e.payload) || fm.aux != e.aux {
 		f.fail("chunk %d at offset %d is not what this version compresses it to: made by another compressor", e.chunk, e.off)
@@ -481,7 +471,7 @@ func (s *seeder) stats() SeedStats {
 		p.c.Skipped = st.Chunks - p.c.Present - p.c.Seeded
 		p.c.Why = p.f.why
 		if p.c.Why == nil && p.c.Skipped > 0 {
-			p.c.Why = fmt.Errorf("%s: %w: no member or block holds exactly a chunk Build cuts", p.f.file, errSeed)
+			p.c.Why = fmt.Errorf("%s: %w: no member or LZMA2 data holds exactly a chunk Build cuts", p.f.file, errSeed)
 		}
 	}
 	return st
