@@ -1,11 +1,8 @@
 package gen
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,10 +122,13 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	plains := map[string][]byte{} // plain digest → bytes, for seeding
+	plains := map[string][]byte{}              // plain digest → bytes, for seeding
+	members := map[string][]index.GzipMember{} // plain digest → its .gz's members
 	for plain, gz := range derived {
-		data, err := gunzip(got[gz])
-		if err != nil || sha256Hex(data) != plain {
+		data, ms, err := index.Gunzip(got[gz], int(all[bySum[plain][0]].Size))
+		if err == nil && sha256Hex(data) == plain {
+			members[plain] = ms
+		} else {
 			// Not the same content after all: fetch it.
 			if data, err = o.Fetch(ctx, plain); err != nil {
 				return fmt.Errorf("parent release %s: %s is neither in the tree nor readable from the store: %w", prev.ID, bySum[plain][0], err)
@@ -142,14 +142,14 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 		}
 		plains[plain] = data
 	}
-	seedChunks(o, todo, all, plains, got)
+	seedChunks(o, todo, all, plains, members, got)
 	return nil
 }
 
 // seedChunks fills the index chunk cache from the fetched indexes: a fresh runner then
 // compresses only the chunks its change touches, not the whole index again. Seeding is
 // an optimisation, and its failures cost only time.
-func seedChunks(o *Options, fetched []manifest.File, all map[string]manifest.File, plains, got map[string][]byte) {
+func seedChunks(o *Options, fetched []manifest.File, all map[string]manifest.File, plains map[string][]byte, members map[string][]index.GzipMember, got map[string][]byte) {
 	var icache *index.Cache
 	for _, f := range fetched {
 		if !strings.HasSuffix(f.Path, "/Packages") {
@@ -169,16 +169,13 @@ func seedChunks(o *Options, fetched []manifest.File, all map[string]manifest.Fil
 				return
 			}
 		}
-		_, _ = icache.Seed(f.Path, plain, gz, xz)
+		if ms, ok := members[f.SHA256]; ok {
+			// The plain index was made of gz: its members are not decoded again.
+			_, _ = icache.SeedGunzipped(f.Path, plain, gz, ms, xz)
+		} else {
+			_, _ = icache.Seed(f.Path, plain, gz, xz)
+		}
 	}
-}
-
-func gunzip(data []byte) ([]byte, error) {
-	r, err := gzip.NewReader(bytes.NewReader(data))
-	if err != nil {
-		return nil, err
-	}
-	return io.ReadAll(r)
 }
 
 // fileHas reports whether the file at p has the digest sum.

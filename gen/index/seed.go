@@ -65,7 +65,18 @@ var errSeed = errors.New("not seeded")
 // computes for the builds after it. A nil c seeds nothing. Seed may run concurrently with
 // Builds and other Seeds on the same cache.
 func (c *Cache) Seed(name string, plain, gz, xz []byte) (SeedStats, error) {
-	return c.seed(name, plain, gz, xz, defaultChunking)
+	return c.seed(name, plain, gz, nil, xz, defaultChunking)
+}
+
+// SeedGunzipped is Seed for a plain index that Gunzip made of gz: members are where
+// Gunzip found gz's members, each of which decoded to its bytes of plain. Those members
+// are not decoded again; every other check of Seed applies. A fresh runner fetches only
+// the compressed forms, and Gunzip is how it makes the plain index.
+func (c *Cache) SeedGunzipped(name string, plain, gz []byte, members []GzipMember, xz []byte) (SeedStats, error) {
+	if members == nil {
+		members = []GzipMember{} // none: gz is empty, which no member holds
+	}
+	return c.seed(name, plain, gz, members, xz, defaultChunking)
 }
 
 // seedEntry is a compressed form of a chunk found in a published file.
@@ -106,7 +117,8 @@ type seeder struct {
 	gz, xz seedForm
 }
 
-func (c *Cache) seed(name string, plain, gz, xz []byte, ck chunking) (SeedStats, error) {
+// seed seeds c; members, when not nil, are gz's members as Gunzip found them.
+func (c *Cache) seed(name string, plain, gz []byte, members []GzipMember, xz []byte, ck chunking) (SeedStats, error) {
 	if c == nil {
 		return SeedStats{}, nil
 	}
@@ -120,7 +132,11 @@ func (c *Cache) seed(name string, plain, gz, xz []byte, ck chunking) (SeedStats,
 	}
 	var jobs []func()
 	if s.todo(&s.gz) {
-		jobs = append(jobs, func() { s.walkGzip(gz) })
+		if members != nil {
+			s.takeMembers(gz, members) // decoded already: no job
+		} else {
+			jobs = append(jobs, func() { s.walkGzip(gz) })
+		}
 	}
 	if s.todo(&s.xz) {
 		s.findBlocks(xz)
@@ -270,6 +286,38 @@ func (s *seeder) walkGzip(gz []byte) {
 			f.found = append(f.found, seedEntry{kind: kindGzip, chunk: i, payload: gz[start:end:end], aux: uint64(n), off: start})
 		}
 		pos += n
+	}
+	f.ok = make([]bool, len(f.found))
+	for i := range f.ok {
+		f.ok[i] = true
+	}
+}
+
+// takeMembers is walkGzip for members that Gunzip found and decoded into s.plain: it
+// checks each as walkGzip does, but for its decoding, which Gunzip did.
+func (s *seeder) takeMembers(gz []byte, members []GzipMember) {
+	f := &s.gz
+	pos := 0
+	for _, m := range members {
+		start, end := m.Off, m.Off+m.Size
+		if start < 0 || m.Size < 18 || end > len(gz) || m.PlainOff != pos || m.PlainSize < 0 || pos+m.PlainSize > len(s.plain) {
+			f.fail("member at offset %d: not where Gunzip found a member of this index", start)
+			break
+		}
+		if !bytes.HasPrefix(gz[start:], gzipHeader()) {
+			f.fail("member at offset %d: not a header Build writes", start)
+			break
+		}
+		if gz[end-9] != 0 {
+			// As in walkGzip: Build's deflate data ends with an empty final block and zero
+			// padding.
+			f.fail("member at offset %d: deflate data does not end as Build's does", start)
+			break
+		}
+		if i, ok := s.chunkAt(pos, m.PlainSize); ok && !f.present[i] {
+			f.found = append(f.found, seedEntry{kind: kindGzip, chunk: i, payload: gz[start:end:end], aux: uint64(m.PlainSize), off: start})
+		}
+		pos += m.PlainSize
 	}
 	f.ok = make([]bool, len(f.found))
 	for i := range f.ok {
