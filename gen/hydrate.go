@@ -169,12 +169,11 @@ func seedChunks(o *Options, fetched []manifest.File, all map[string]manifest.Fil
 				return
 			}
 		}
-		if ms, ok := members[f.SHA256]; ok {
-			// The plain index was made of gz: its members are not decoded again.
-			_, _ = icache.SeedGunzipped(f.Path, plain, gz, ms, xz)
-		} else {
-			_, _ = icache.Seed(f.Path, plain, gz, xz)
-		}
+		// Each form was checked against the SHA-256 the parent's manifest lists, as its
+		// signed Release does: the parent vouches that its xz decompresses to its plain
+		// index (apt checks that), so the xz blocks are not decoded. A plain index made
+		// of gz comes with gz's members, which are not decoded again either.
+		_, _ = icache.SeedPublished(f.Path, index.Published{Plain: plain, Gzip: gz, Xz: xz, GzipMembers: members[f.SHA256], Signed: true})
 	}
 }
 

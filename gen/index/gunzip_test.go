@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// TestSeedGunzipped is the fresh runner's path: the plain index is made from the fetched
+// TestSeedPublished is the fresh runner's path: the plain index is made from the fetched
 // .gz by Gunzip, and its members seed the cache without being decoded again, as fully as
 // Seed does; a member that Build would not have written is still refused.
-func TestSeedGunzipped(t *testing.T) {
+func TestSeedPublished(t *testing.T) {
 	base := synthStanzas(1500, 64)
 	parent, err := Build(base, nil, testName)
 	if err != nil {
@@ -22,7 +22,7 @@ func TestSeedGunzipped(t *testing.T) {
 	}
 	sameBytes(t, "gunzipped", plain, parent.Plain)
 	c := openCache(t, t.TempDir())
-	st, err := c.SeedGunzipped(testName, plain, parent.Gzip, members, parent.Xz)
+	st, err := c.SeedPublished(testName, Published{Plain: plain, Gzip: parent.Gzip, Xz: parent.Xz, GzipMembers: members})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func TestSeedGunzipped(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a padding bit broke decoding: %v", err)
 	}
-	st, err = openCache(t, t.TempDir()).SeedGunzipped(testName, plain, gz, members, parent.Xz)
+	st, err = openCache(t, t.TempDir()).SeedPublished(testName, Published{Plain: plain, Gzip: gz, Xz: parent.Xz, GzipMembers: members})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,12 +59,54 @@ func TestSeedGunzipped(t *testing.T) {
 	// Members that do not tile the plain index are not taken.
 	shifted := append([]GzipMember(nil), members...)
 	shifted[0].PlainSize--
-	st, err = openCache(t, t.TempDir()).SeedGunzipped(testName, plain, gz, shifted, parent.Xz)
+	st, err = openCache(t, t.TempDir()).SeedPublished(testName, Published{Plain: plain, Gzip: gz, Xz: parent.Xz, GzipMembers: shifted})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st.Gzip.Seeded != 0 || st.Gzip.Why == nil {
 		t.Errorf("seed stats %+v with members that do not tile the index: want none taken", st)
+	}
+}
+
+// TestSeedSigned: the xz blocks of a signed release are not decoded; all of Seed's other
+// checks of a block still apply.
+func TestSeedSigned(t *testing.T) {
+	base := synthStanzas(1500, 65)
+	parent, err := Build(base, nil, testName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := parseXZStream(parent.Xz)
+	if err != nil || len(blocks) < 3 {
+		t.Fatalf("%d blocks: %v", len(blocks), err)
+	}
+	// A bit flipped in the middle of the second block's LZMA2 data: its header, check and
+	// LZMA2 chunk headers are as Build writes them, but it decodes to other bytes, if at all.
+	off := xzHeaderSize + int(blocks[0].unpadded+3)&^3
+	alteredData := bytes.Clone(parent.Xz)
+	alteredData[off+int(blocks[1].unpadded)/2] ^= 0x10
+	// The second block's check altered: no longer the CRC-64 of its chunk.
+	alteredCheck := bytes.Clone(parent.Xz)
+	alteredCheck[off+int(blocks[1].unpadded)-1] ^= 1
+	for _, tc := range []struct {
+		name   string
+		xz     []byte
+		signed bool
+		want   int // xz chunks seeded
+	}{
+		{"data, unsigned", alteredData, false, len(blocks) - 1},
+		{"data, signed", alteredData, true, len(blocks)},
+		{"check, unsigned", alteredCheck, false, len(blocks) - 1},
+		{"check, signed", alteredCheck, true, len(blocks) - 1},
+	} {
+		st, err := openCache(t, t.TempDir()).SeedPublished(testName, Published{Plain: parent.Plain, Gzip: parent.Gzip, Xz: tc.xz, Signed: tc.signed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkSeedStats(t, st)
+		if st.XZ.Seeded != tc.want || st.Gzip.Seeded != st.Chunks {
+			t.Errorf("%s: seed stats %+v, want %d xz chunks seeded", tc.name, st, tc.want)
+		}
 	}
 }
 

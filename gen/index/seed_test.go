@@ -23,7 +23,7 @@ import (
 // mustSeed seeds the cache in dir from the files of f, as cut by ck.
 func mustSeed(t testing.TB, dir string, f *Files, ck chunking) SeedStats {
 	t.Helper()
-	st, err := openCache(t, dir).seed(testName, f.Plain, f.Gzip, nil, f.Xz, ck)
+	st, err := openCache(t, dir).seed(testName, f.Plain, f.Gzip, f.Xz, ck)
 	if err != nil {
 		t.Fatalf("seed: %v", err)
 	}
@@ -305,14 +305,14 @@ func TestSeedRejectsFlippedBits(t *testing.T) {
 	offs := xzBlocksOf(t, parent.Xz)
 	for k := range 2 {
 		block := parent.Xz[offs[k] : offs[k]+int(blocks[k].unpadded+3)&^3]
-		if err := checkXZBlock(block, blocks[k].unpadded, plains[k]); err != nil {
+		if err := checkXZBlock(block, blocks[k].unpadded, plains[k], true); err != nil {
 			t.Fatalf("block %d as built: %v", k, err)
 		}
 		for i := range block {
 			for _, m := range []byte{0x01, 0x40, 0x80} {
 				b := slices.Clone(block)
 				b[i] ^= m
-				if err := checkXZBlock(b, blocks[k].unpadded, plains[k]); err == nil {
+				if err := checkXZBlock(b, blocks[k].unpadded, plains[k], true); err == nil {
 					t.Errorf("xz block %d with byte %d of %d flipped by %#x: accepted", k, i, len(b), m)
 				}
 			}
@@ -525,7 +525,7 @@ func FuzzSeed(f *testing.F) {
 	f.Fuzz(func(t *testing.T, gz, xz []byte) {
 		dir := t.TempDir()
 		c := openCache(t, dir)
-		st, err := c.seed("fuzz", parent.Plain, gz, nil, xz, tiny)
+		st, err := c.seed("fuzz", parent.Plain, gz, xz, tiny)
 		if err != nil {
 			t.Fatalf("seed: %v", err)
 		}
@@ -559,7 +559,7 @@ func TestSeedReportsWriteFailure(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, entryName(blocked, kindGzip)), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	st, err := openCache(t, dir).seed(testName, parent.Plain, parent.Gzip, nil, parent.Xz, small)
+	st, err := openCache(t, dir).seed(testName, parent.Plain, parent.Gzip, parent.Xz, small)
 	if err == nil || !strings.Contains(err.Error(), entryName(blocked, kindGzip)) {
 		t.Errorf("seed: got error %v, want one naming entry %s", err, entryName(blocked, kindGzip))
 	}
