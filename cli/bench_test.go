@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +109,7 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 		}
 		benchkit.ResetPeak(b)
 		base = max(base, benchkit.MiB(b, "VmRSS"))
+		stopProfile := benchProfile(b, i)
 		b.StartTimer()
 		t0 := time.Now()
 		counted := store.NewCounting(s)
@@ -119,6 +122,7 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 		}
 		wall += time.Since(t0)
 		b.StopTimer()
+		stopProfile()
 		requests += counted.Counts().Requests()
 		peak = max(peak, benchkit.MiB(b, "VmHWM"))
 		if res.Stats.Packages != n+1+i {
@@ -132,4 +136,41 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 	b.ReportMetric(peak, "peak-MiB")
 	b.ReportMetric(base, "base-MiB")
 	b.ReportMetric(float64(requests)/float64(b.N), "store-requests")
+}
+
+// benchProfile profiles one timed run when $ARMOR_BENCH_PROFILE names a file prefix:
+// PREFIX-cpu-N (CPU) and PREFIX-heap-N (allocations during the run, as a heap profile
+// whose base is PREFIX-heap-N.base). The test flags -cpuprofile and -memprofile would
+// profile the set-up, which takes minutes, too.
+func benchProfile(b *testing.B, i int) func() {
+	prefix := os.Getenv("ARMOR_BENCH_PROFILE")
+	if prefix == "" {
+		return func() {}
+	}
+	write := func(name, kind string) {
+		f, err := os.Create(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.Lookup(kind).WriteTo(f, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.MemProfileRate = 64 << 10
+	runtime.GC()
+	write(fmt.Sprintf("%s-heap-%d.base", prefix, i), "allocs")
+	cpu, err := os.Create(fmt.Sprintf("%s-cpu-%d", prefix, i))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		cpu.Close()
+		runtime.GC()
+		write(fmt.Sprintf("%s-heap-%d", prefix, i), "allocs")
+	}
 }
