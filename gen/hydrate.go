@@ -30,7 +30,10 @@ const treeMarker = "tree-release"
 
 // hydrate makes the tree hold prev's dists/ files. Without Options.Fetch it leaves the
 // tree as it is: the build then reads what it needs from its inputs, as it always did.
-func hydrate(ctx context.Context, o *Options, prev *manifest.Manifest) error {
+// The plain Packages indexes it writes it also hands to the build, which reads them next:
+// read back from the tree, they would be a second copy of the largest files of the
+// release in memory.
+func hydrate(ctx context.Context, o *Options, prev *manifest.Manifest, made *madeIndexes) error {
 	if prev == nil {
 		return nil
 	}
@@ -54,7 +57,7 @@ func hydrate(ctx context.Context, o *Options, prev *manifest.Manifest) error {
 	if o.Fetch == nil {
 		return nil
 	}
-	if err := fetchFiles(ctx, o, prev, todo); err != nil {
+	if err := fetchFiles(ctx, o, prev, todo, made); err != nil {
 		return err
 	}
 	writeTreeMarker(o, prev.ID)
@@ -64,7 +67,7 @@ func hydrate(ctx context.Context, o *Options, prev *manifest.Manifest) error {
 // fetchFiles writes files of prev into the tree from the store, each object fetched once.
 // A plain Packages index is made from its .gz, which the tree needs anyway, when they
 // agree: it is the largest file of a suite, four or five times its .gz.
-func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo []manifest.File) error {
+func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo []manifest.File, made *madeIndexes) error {
 	bySum := map[string][]string{} // digest → tree paths
 	var sums []string
 	for _, f := range todo {
@@ -141,6 +144,9 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 			return err
 		}
 		plains[plain] = data
+		for _, p := range bySum[plain] {
+			made.add(p, data)
+		}
 	}
 	seedChunks(o, todo, all, plains, members, got)
 	return nil
@@ -175,6 +181,38 @@ func seedChunks(o *Options, fetched []manifest.File, all map[string]manifest.Fil
 		// of gz comes with gz's members, which are not decoded again either.
 		_, _ = icache.SeedPublished(f.Path, index.Published{Plain: plain, Gzip: gz, Xz: xz, GzipMembers: members[f.SHA256], Signed: true})
 	}
+}
+
+// madeIndexes are the plain Packages indexes hydrate made, by path in the tree, until
+// the build takes them. A nil *madeIndexes holds nothing and takes nothing.
+type madeIndexes struct {
+	mu    sync.Mutex
+	files map[string][]byte
+}
+
+func (m *madeIndexes) add(path string, data []byte) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.files == nil {
+		m.files = map[string][]byte{}
+	}
+	m.files[path] = data
+}
+
+// take returns the index at path, which the tree holds too, and forgets it; nil if
+// hydrate did not make it.
+func (m *madeIndexes) take(path string) []byte {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	data := m.files[path]
+	delete(m.files, path)
+	return data
 }
 
 // fileHas reports whether the file at p has the digest sum.
