@@ -3,6 +3,7 @@ package gen
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -90,15 +91,24 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 	}
 	var mu sync.Mutex
 	got := map[string][]byte{}
+	// Each content is written once, unsynced, and its other paths (its by-hash copy) are
+	// links to it, as the build makes them; one flush of the file system follows, before
+	// the tree marker names the parent. An fsync per file, and a second copy of each
+	// index, were most of the time a fresh runner spent writing the parent's files.
 	write := func(sum string, data []byte) error {
+		var first string
 		for _, p := range bySum[sum] {
 			dst := filepath.Join(o.TreeDir, filepath.FromSlash(p))
 			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 				return err
 			}
-			if err := atomicfile.WriteFile(dst, data, 0o644); err != nil {
+			if first != "" && linkInto(first, dst) == nil {
+				continue
+			}
+			if err := atomicfile.WriteFileUnsynced(dst, data, 0o644); err != nil {
 				return err
 			}
+			first = dst
 		}
 		return nil
 	}
@@ -148,7 +158,24 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 			made.add(p, data)
 		}
 	}
+	if err := syncTree(filepath.Join(o.TreeDir, "dists")); err != nil {
+		return fmt.Errorf("parent release %s: %w", prev.ID, err)
+	}
 	seedChunks(o, todo, all, plains, members, got)
+	return nil
+}
+
+// linkInto makes dst a link to the file src, replacing dst atomically: a link under a
+// temporary name beside dst, renamed. On error dst is untouched.
+func linkInto(src, dst string) error {
+	tmp := filepath.Join(filepath.Dir(dst), fmt.Sprintf("%s%d-%s", atomicfile.TempPrefix, rand.Uint64(), filepath.Base(dst)))
+	if err := os.Link(src, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return err
+	}
 	return nil
 }
 

@@ -12,8 +12,8 @@ import (
 )
 
 // TestHydrateHandsOverPlain: a fresh runner makes the parent's plain Packages of its .gz,
-// writes it into the tree and hands the same bytes to the build, which takes them once
-// instead of reading the file back.
+// writes it into the tree (its by-hash copy a link to it) and hands the same bytes to the
+// build, which takes them once instead of reading the file back.
 func TestHydrateHandsOverPlain(t *testing.T) {
 	const rel = "dists/s/main/binary-amd64/Packages"
 	var stanzas [][]byte
@@ -29,7 +29,8 @@ func TestHydrateHandsOverPlain(t *testing.T) {
 	for i, data := range [][]byte{f.Plain, f.Gzip, f.Xz} {
 		d := f.Digests[i]
 		objects[d.SHA256] = data
-		prev.Files = append(prev.Files, manifest.File{Path: rel + variants[i], Size: d.Size, SHA256: d.SHA256})
+		prev.Files = append(prev.Files, manifest.File{Path: rel + variants[i], Size: d.Size, SHA256: d.SHA256},
+			manifest.File{Path: byHashPath(rel, d.SHA256), Size: d.Size, SHA256: d.SHA256})
 	}
 	var asked []string
 	o := &Options{TreeDir: t.TempDir(), CacheDir: t.TempDir(), Fetch: func(_ context.Context, sum string) ([]byte, error) {
@@ -49,6 +50,20 @@ func TestHydrateHandsOverPlain(t *testing.T) {
 	file := filepath.Join(o.TreeDir, filepath.FromSlash(rel))
 	if data, err := os.ReadFile(file); err != nil || string(data) != string(f.Plain) {
 		t.Fatalf("the tree's %s is not the parent's (%v)", rel, err)
+	}
+	// Each content is written once: its by-hash copy is a link to it.
+	for i, d := range f.Digests {
+		a, err := os.Stat(filepath.Join(o.TreeDir, filepath.FromSlash(rel+variants[i])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.Stat(filepath.Join(o.TreeDir, filepath.FromSlash(byHashPath(rel, d.SHA256))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !os.SameFile(a, b) {
+			t.Errorf("%s%s and its by-hash copy are two files", rel, variants[i])
+		}
 	}
 	// Gone from the tree, the index still comes from hydrate: once.
 	if err := os.Remove(file); err != nil {
