@@ -43,7 +43,8 @@ var errSeed = errors.New("not seeded")
 // the blocks its stream index lists, and stores a member or block as the entry of a chunk
 // only when it holds exactly that chunk: its container (gzip header, xz block header,
 // padding and check) is the one Build writes, and it decompresses to the chunk's bytes,
-// checksums included. Bytes that do not decompress to their chunk are never stored. So
+// checksums included. Bytes that do not decompress to their chunk are never stored
+// (SeedPublished leaves that to the release for the xz blocks of a signed one). So
 // that Build's output stays the same with or without Seed, one stored chunk of each form
 // (the smallest full-size one) is also compressed afresh and must come out byte for byte
 // as published; if it does not, the file was made by another compressor or version and
