@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -83,7 +85,7 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 
 	var wall time.Duration
 	var requests int64
-	var peak, base float64 // base: what the process holds before a run (controld in process, the setup's heap)
+	var peak, buildPeak, base float64 // base: what the process holds before a run (controld in process, the setup's heap)
 	b.ResetTimer()
 	b.StopTimer()
 	for i := range b.N {
@@ -107,6 +109,7 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 		}
 		benchkit.ResetPeak(b)
 		base = max(base, benchkit.MiB(b, "VmRSS"))
+		stopProfile := benchProfile(b, i)
 		b.StartTimer()
 		t0 := time.Now()
 		counted := store.NewCounting(s)
@@ -114,11 +117,17 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		// In a pipeline build and push are two processes: the build's own peak too.
+		buildPeak = max(buildPeak, benchkit.MiB(b, "VmHWM"))
+		if os.Getenv("ARMOR_BENCH_PROFILE") != "" {
+			fmt.Fprintf(os.Stderr, "timed run %d: build done\n", i)
+		}
 		if _, err := runPush(context.Background(), rcfg, pushOptions{Activate: true, Store: counted}); err != nil {
 			b.Fatal(err)
 		}
 		wall += time.Since(t0)
 		b.StopTimer()
+		stopProfile()
 		requests += counted.Counts().Requests()
 		peak = max(peak, benchkit.MiB(b, "VmHWM"))
 		if res.Stats.Packages != n+1+i {
@@ -130,6 +139,47 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 	}
 	b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "build+push-ms")
 	b.ReportMetric(peak, "peak-MiB")
+	b.ReportMetric(buildPeak, "build-peak-MiB")
 	b.ReportMetric(base, "base-MiB")
 	b.ReportMetric(float64(requests)/float64(b.N), "store-requests")
+}
+
+// benchProfile profiles one timed run when $ARMOR_BENCH_PROFILE names a file prefix:
+// PREFIX-cpu-N (CPU) and PREFIX-heap-N (allocations during the run, as a heap profile
+// whose base is PREFIX-heap-N.base). The test flags -cpuprofile and -memprofile would
+// profile the set-up, which takes minutes, too.
+func benchProfile(b *testing.B, i int) func() {
+	prefix := os.Getenv("ARMOR_BENCH_PROFILE")
+	if prefix == "" {
+		return func() {}
+	}
+	write := func(name, kind string) {
+		f, err := os.Create(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.Lookup(kind).WriteTo(f, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	runtime.MemProfileRate = 64 << 10
+	runtime.GC()
+	write(fmt.Sprintf("%s-heap-%d.base", prefix, i), "allocs")
+	cpu, err := os.Create(fmt.Sprintf("%s-cpu-%d", prefix, i))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		b.Fatal(err)
+	}
+	// Marks for GODEBUG=gctrace=1, whose lines go to standard error too.
+	fmt.Fprintf(os.Stderr, "timed run %d starts\n", i)
+	return func() {
+		fmt.Fprintf(os.Stderr, "timed run %d ends\n", i)
+		pprof.StopCPUProfile()
+		cpu.Close()
+		runtime.GC()
+		write(fmt.Sprintf("%s-heap-%d", prefix, i), "allocs")
+	}
 }

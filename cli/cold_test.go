@@ -46,44 +46,54 @@ func TestColdRunnerRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		runner := t.TempDir()
-		for _, f := range []string{testConfigName, testManifestName} {
-			data, err := os.ReadFile(filepath.Join(ws.dir, f))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(runner, f), data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if err := os.Mkdir(filepath.Join(runner, "debs"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := synth.WriteOne(filepath.Join(runner, "debs"), "coldpkg", "1.0-1", "amd64", ""); err != nil {
-			t.Fatal(err)
-		}
-		cs := store.NewCounting(mem)
-		cfg := filepath.Join(runner, testConfigName)
-		b, err := runBuild(context.Background(), cfg, buildOptions{Store: cs})
-		if err != nil {
-			t.Fatalf("%d packages: cold build: %v", n, err)
-		}
-		if b.Stats.Packages != n+1 || b.Stats.Added != 1 || b.Stats.Removed != 0 {
-			t.Fatalf("%d packages: cold build stats %+v", n, b.Stats)
-		}
-		if _, err := runPush(context.Background(), cfg, pushOptions{Activate: true, Store: cs}); err != nil {
-			t.Fatalf("%d packages: cold push: %v", n, err)
-		}
-		if got := site.active(t); got != b.Release {
-			t.Fatalf("%d packages: active %s, want the cold runner's %s", n, got, b.Release)
-		}
-		counts[n] = cs.Counts()
-		t.Logf("%d packages: cold build and push: %+v (%d requests)", n, counts[n], counts[n].Requests())
+		counts[n] = coldAddOne(t, site, mem, ws.dir, n)
 	}
 	small, large := counts[1000], counts[10000]
 	if large.Requests() > small.Requests() || large.Open > small.Open || large.Has > small.Has {
 		t.Errorf("store requests grow with the repository: %+v at 1,000 packages, %+v at 10,000", small, large)
 	}
+}
+
+// coldAddOne is what a CI runner that starts empty does to add one package to the
+// repository that ws (a directory holding armor.toml and the manifest of site's active
+// release of n packages) publishes in mem: armor build and armor push, from a checkout of
+// the two files and one new .deb. It returns the store requests of the two.
+func coldAddOne(t *testing.T, site controldSite, mem store.Store, ws string, n int) store.Counts {
+	t.Helper()
+	runner := t.TempDir()
+	for _, f := range []string{testConfigName, testManifestName} {
+		data, err := os.ReadFile(filepath.Join(ws, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(runner, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(runner, "debs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := synth.WriteOne(filepath.Join(runner, "debs"), "coldpkg", "1.0-1", "amd64", ""); err != nil {
+		t.Fatal(err)
+	}
+	cs := store.NewCounting(mem)
+	cfg := filepath.Join(runner, testConfigName)
+	b, err := runBuild(context.Background(), cfg, buildOptions{Store: cs})
+	if err != nil {
+		t.Fatalf("%d packages: cold build: %v", n, err)
+	}
+	if b.Stats.Packages != n+1 || b.Stats.Added != 1 || b.Stats.Removed != 0 {
+		t.Fatalf("%d packages: cold build stats %+v", n, b.Stats)
+	}
+	if _, err := runPush(context.Background(), cfg, pushOptions{Activate: true, Store: cs}); err != nil {
+		t.Fatalf("%d packages: cold push: %v", n, err)
+	}
+	if got := site.active(t); got != b.Release {
+		t.Fatalf("%d packages: active %s, want the cold runner's %s", n, got, b.Release)
+	}
+	c := cs.Counts()
+	t.Logf("%d packages: cold build and push: %+v (%d requests)", n, c, c.Requests())
+	return c
 }
 
 // TestBuildFromActive: a runner without a manifest builds on controld's active release

@@ -145,7 +145,7 @@ func (s *Server) inspect(ctx context.Context, o api.ObjectRef) (string, error) {
 // repository's known-missing set, whatever release uses them: it returns those
 // still gone (a 422 naming them), and takes those found intact out of the set. The
 // objects it checked are in checked, so checkObjects does not ask about them again.
-func (s *Server) checkKnownMissing(ctx context.Context, repo string, m *manifest.Manifest, where map[string]string) (checked map[string]bool, err error) {
+func (s *Server) checkKnownMissing(ctx context.Context, repo string, m *manifest.Manifest) (checked map[string]bool, err error) {
 	set, err := s.st.Missing(ctx, repo)
 	if err != nil || len(set) == 0 {
 		return nil, err
@@ -178,6 +178,7 @@ func (s *Server) checkKnownMissing(ctx context.Context, repo string, m *manifest
 	if len(gone) == 0 {
 		return checked, nil
 	}
+	where := firstPaths(m)
 	items := make([]string, len(gone))
 	sums := make([]string, len(gone))
 	for i, x := range gone {
@@ -207,7 +208,7 @@ func (s *Server) checkActivation(ctx context.Context, repo, id string) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.checkKnownMissing(ctx, repo, m, firstPaths(m))
+	_, err = s.checkKnownMissing(ctx, repo, m)
 	return err
 }
 

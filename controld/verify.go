@@ -85,12 +85,12 @@ func (s *Server) verifyRelease(ctx context.Context, repo state.Repository, m *ma
 	if err := s.checkObjects(ctx, repo, m); err != nil {
 		return state.Release{}, err
 	}
-	s.known.add(repo.Name, sum, m) // likely the next active release
+	objects := s.known.add(repo.Name, sum, m) // likely the next active release
 	rel := state.Release{
 		Repository: repo.Name, ID: m.ID, Manifest: sum, Parent: m.Parent, Date: m.Date,
 		Packages: len(m.Packages), Files: len(m.Files), Signer: signer,
 	}
-	for _, o := range m.Objects() {
+	for o := range objects {
 		rel.Size += o.Size
 	}
 	return rel, nil
@@ -217,30 +217,41 @@ const maxMissingListed = 10
 // the release is refused while any of them is still gone.
 func (s *Server) checkObjects(ctx context.Context, repo state.Repository, m *manifest.Manifest) error {
 	known := s.known.get(ctx, s, repo)
-	where := firstPaths(m)
-	rechecked, err := s.checkKnownMissing(ctx, repo.Name, m, where)
+	rechecked, err := s.checkKnownMissing(ctx, repo.Name, m)
 	if err != nil {
 		return err
 	}
+	// Only the objects no recent release holds are asked about: a release differs from the
+	// active one in a few, and the others need neither a set nor a sort.
+	var todo []manifest.Object
+	asked := map[string]bool{}
+	m.EachObject(func(o manifest.Object) {
+		if !known[o] && !rechecked[o.SHA256] && !asked[o.SHA256] {
+			asked[o.SHA256] = true
+			todo = append(todo, o)
+		}
+	})
+	type wrongSize struct {
+		o    manifest.Object
+		size int64
+	}
 	var mu sync.Mutex
-	var missing, wrong []string
+	var missing []manifest.Object
+	var wrong []wrongSize
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.cfg.StoreConcurrency)
-	for _, o := range m.Objects() {
-		if known[o] || rechecked[o.SHA256] {
-			continue
-		}
+	for _, o := range todo {
 		g.Go(func() error {
 			info, err := s.store.Stat(gctx, o.SHA256)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case errors.Is(err, store.ErrNotFound):
-				missing = append(missing, fmt.Sprintf("%s (%s)", o.SHA256, where[o.SHA256]))
+				missing = append(missing, o)
 			case err != nil:
 				return storeFailed("check object %s in the store %s: %w", o.SHA256, s.store, err)
 			case info.Size != o.Size:
-				wrong = append(wrong, fmt.Sprintf("%s (%s: %d bytes in the store, %d in the manifest)", o.SHA256, where[o.SHA256], info.Size, o.Size))
+				wrong = append(wrong, wrongSize{o, info.Size})
 			}
 			return nil
 		})
@@ -248,14 +259,29 @@ func (s *Server) checkObjects(ctx context.Context, repo state.Repository, m *man
 	if err := g.Wait(); err != nil {
 		return err
 	}
+	if len(missing) == 0 && len(wrong) == 0 {
+		return nil
+	}
+	// The messages name each object by its first path.
+	where := make(map[string]string, len(todo))
+	for p, o := range m.Paths() {
+		if q, ok := where[o.SHA256]; asked[o.SHA256] && (!ok || p < q) {
+			where[o.SHA256] = p
+		}
+	}
 	if len(missing) > 0 {
+		list := make([]string, len(missing))
+		for i, o := range missing {
+			list[i] = fmt.Sprintf("%s (%s)", o.SHA256, where[o.SHA256])
+		}
 		return invalidRelease("%d objects are missing from the store %s: %s: upload them first (armor push)",
-			len(missing), s.store, listSome(missing))
+			len(missing), s.store, listSome(list))
 	}
-	if len(wrong) > 0 {
-		return invalidRelease("%d objects have another size in the store %s: %s", len(wrong), s.store, listSome(wrong))
+	list := make([]string, len(wrong))
+	for i, w := range wrong {
+		list[i] = fmt.Sprintf("%s (%s: %d bytes in the store, %d in the manifest)", w.o.SHA256, where[w.o.SHA256], w.size, w.o.Size)
 	}
-	return nil
+	return invalidRelease("%d objects have another size in the store %s: %s", len(wrong), s.store, listSome(list))
 }
 
 // firstPaths maps each object of m to the first path (in byte order) that serves it.
@@ -317,9 +343,7 @@ func (k *knownObjects) get(ctx context.Context, s *Server, repo state.Repository
 // add remembers the objects of a manifest known to be complete in the store.
 func (k *knownObjects) add(repo, sum string, m *manifest.Manifest) map[manifest.Object]bool {
 	set := make(map[manifest.Object]bool, len(m.Files)+len(m.Packages))
-	for _, o := range m.Objects() {
-		set[o] = true
-	}
+	m.EachObject(func(o manifest.Object) { set[o] = true })
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.byRepo == nil {

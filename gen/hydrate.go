@@ -1,11 +1,9 @@
 package gen
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"fmt"
-	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +31,10 @@ const treeMarker = "tree-release"
 
 // hydrate makes the tree hold prev's dists/ files. Without Options.Fetch it leaves the
 // tree as it is: the build then reads what it needs from its inputs, as it always did.
-func hydrate(ctx context.Context, o *Options, prev *manifest.Manifest) error {
+// The plain Packages indexes it writes it also hands to the build, which reads them next:
+// read back from the tree, they would be a second copy of the largest files of the
+// release in memory.
+func hydrate(ctx context.Context, o *Options, prev *manifest.Manifest, made *madeIndexes) error {
 	if prev == nil {
 		return nil
 	}
@@ -57,7 +58,7 @@ func hydrate(ctx context.Context, o *Options, prev *manifest.Manifest) error {
 	if o.Fetch == nil {
 		return nil
 	}
-	if err := fetchFiles(ctx, o, prev, todo); err != nil {
+	if err := fetchFiles(ctx, o, prev, todo, made); err != nil {
 		return err
 	}
 	writeTreeMarker(o, prev.ID)
@@ -67,7 +68,7 @@ func hydrate(ctx context.Context, o *Options, prev *manifest.Manifest) error {
 // fetchFiles writes files of prev into the tree from the store, each object fetched once.
 // A plain Packages index is made from its .gz, which the tree needs anyway, when they
 // agree: it is the largest file of a suite, four or five times its .gz.
-func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo []manifest.File) error {
+func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo []manifest.File, made *madeIndexes) error {
 	bySum := map[string][]string{} // digest → tree paths
 	var sums []string
 	for _, f := range todo {
@@ -90,15 +91,24 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 	}
 	var mu sync.Mutex
 	got := map[string][]byte{}
+	// Each content is written once, unsynced, and its other paths (its by-hash copy) are
+	// links to it, as the build makes them; one flush of the file system follows, before
+	// the tree marker names the parent. An fsync per file, and a second copy of each
+	// index, were most of the time a fresh runner spent writing the parent's files.
 	write := func(sum string, data []byte) error {
+		var first string
 		for _, p := range bySum[sum] {
 			dst := filepath.Join(o.TreeDir, filepath.FromSlash(p))
 			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 				return err
 			}
-			if err := atomicfile.WriteFile(dst, data, 0o644); err != nil {
+			if first != "" && linkInto(first, dst) == nil {
+				continue
+			}
+			if err := atomicfile.WriteFileUnsynced(dst, data, 0o644); err != nil {
 				return err
 			}
+			first = dst
 		}
 		return nil
 	}
@@ -125,10 +135,13 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	plains := map[string][]byte{} // plain digest → bytes, for seeding
+	plains := map[string][]byte{}              // plain digest → bytes, for seeding
+	members := map[string][]index.GzipMember{} // plain digest → its .gz's members
 	for plain, gz := range derived {
-		data, err := gunzip(got[gz])
-		if err != nil || sha256Hex(data) != plain {
+		data, ms, err := index.Gunzip(got[gz], int(all[bySum[plain][0]].Size))
+		if err == nil && sha256Hex(data) == plain {
+			members[plain] = ms
+		} else {
 			// Not the same content after all: fetch it.
 			if data, err = o.Fetch(ctx, plain); err != nil {
 				return fmt.Errorf("parent release %s: %s is neither in the tree nor readable from the store: %w", prev.ID, bySum[plain][0], err)
@@ -141,15 +154,35 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 			return err
 		}
 		plains[plain] = data
+		for _, p := range bySum[plain] {
+			made.add(p, data)
+		}
 	}
-	seedChunks(o, todo, all, plains, got)
+	if err := syncTree(filepath.Join(o.TreeDir, "dists")); err != nil {
+		return fmt.Errorf("parent release %s: %w", prev.ID, err)
+	}
+	seedChunks(o, todo, all, plains, members, got)
+	return nil
+}
+
+// linkInto makes dst a link to the file src, replacing dst atomically: a link under a
+// temporary name beside dst, renamed. On error dst is untouched.
+func linkInto(src, dst string) error {
+	tmp := filepath.Join(filepath.Dir(dst), fmt.Sprintf("%s%d-%s", atomicfile.TempPrefix, rand.Uint64(), filepath.Base(dst)))
+	if err := os.Link(src, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return err
+	}
 	return nil
 }
 
 // seedChunks fills the index chunk cache from the fetched indexes: a fresh runner then
 // compresses only the chunks its change touches, not the whole index again. Seeding is
 // an optimisation, and its failures cost only time.
-func seedChunks(o *Options, fetched []manifest.File, all map[string]manifest.File, plains, got map[string][]byte) {
+func seedChunks(o *Options, fetched []manifest.File, all map[string]manifest.File, plains map[string][]byte, members map[string][]index.GzipMember, got map[string][]byte) {
 	var icache *index.Cache
 	for _, f := range fetched {
 		if !strings.HasSuffix(f.Path, "/Packages") {
@@ -169,16 +202,44 @@ func seedChunks(o *Options, fetched []manifest.File, all map[string]manifest.Fil
 				return
 			}
 		}
-		_, _ = icache.Seed(f.Path, plain, gz, xz)
+		// Each form was checked against the SHA-256 the parent's manifest lists, as its
+		// signed Release does: the parent vouches that its xz decompresses to its plain
+		// index (apt checks that), so the xz blocks are not decoded. A plain index made
+		// of gz comes with gz's members, which are not decoded again either.
+		_, _ = icache.SeedPublished(f.Path, index.Published{Plain: plain, Gzip: gz, Xz: xz, GzipMembers: members[f.SHA256], Signed: true})
 	}
 }
 
-func gunzip(data []byte) ([]byte, error) {
-	r, err := gzip.NewReader(bytes.NewReader(data))
-	if err != nil {
-		return nil, err
+// madeIndexes are the plain Packages indexes hydrate made, by path in the tree, until
+// the build takes them. A nil *madeIndexes holds nothing and takes nothing.
+type madeIndexes struct {
+	mu    sync.Mutex
+	files map[string][]byte
+}
+
+func (m *madeIndexes) add(path string, data []byte) {
+	if m == nil {
+		return
 	}
-	return io.ReadAll(r)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.files == nil {
+		m.files = map[string][]byte{}
+	}
+	m.files[path] = data
+}
+
+// take returns the index at path, which the tree holds too, and forgets it; nil if
+// hydrate did not make it.
+func (m *madeIndexes) take(path string) []byte {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	data := m.files[path]
+	delete(m.files, path)
+	return data
 }
 
 // fileHas reports whether the file at p has the digest sum.

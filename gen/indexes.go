@@ -80,6 +80,7 @@ func writeIndexes(ctx context.Context, o *Options, par *parent, pkgs []manifest.
 				}
 				// An index whose every member was read afresh never took its old copy.
 				par.old.drop(dist + rel)
+				par.made.take(dist + rel)
 				done++
 				o.progress("index", done, total)
 			}
@@ -210,7 +211,7 @@ func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins 
 			return in.pkg.Stanza(p.Path), nil
 		}
 		if prev == nil {
-			prev = readOldIndex(tree, indexPath, old, par.old)
+			prev = readOldIndex(tree, indexPath, old, par.old, par.made)
 		}
 		if st := prev.find(p); st != nil {
 			return st, nil

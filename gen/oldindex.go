@@ -25,23 +25,37 @@ type oldIndex struct {
 // readOldIndex returns the tree's copy of an index, split, with members (the previous
 // release's members of the index) attached: taken from pf if it was read ahead, read now
 // otherwise.
-func readOldIndex(tree, indexPath string, members []*manifest.Package, pf *prefetch) *oldIndex {
+func readOldIndex(tree, indexPath string, members []*manifest.Package, pf *prefetch, made *madeIndexes) *oldIndex {
 	x := pf.take(indexPath)
 	if x == nil {
-		x = loadOldIndex(filepath.Join(tree, filepath.FromSlash(indexPath)), len(members))
+		x = made.load(tree, indexPath, len(members))
 	}
 	x.attach(members)
 	return x
 }
 
+// load returns the tree's index at indexPath (relative to the tree), split, expecting
+// about n stanzas: as hydrate made it, if it did, else read from the tree.
+func (m *madeIndexes) load(tree, indexPath string, n int) *oldIndex {
+	if data := m.take(indexPath); data != nil {
+		return splitOldIndex(data, n)
+	}
+	return loadOldIndex(filepath.Join(tree, filepath.FromSlash(indexPath)), n)
+}
+
 // loadOldIndex reads and splits an index file, expecting about n stanzas. A missing or
 // unreadable file gives an index of no stanzas.
 func loadOldIndex(file string, n int) *oldIndex {
-	x := &oldIndex{}
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return x
+		return &oldIndex{}
 	}
+	return splitOldIndex(data, n)
+}
+
+// splitOldIndex splits the bytes of an index file, expecting about n stanzas.
+func splitOldIndex(data []byte, n int) *oldIndex {
+	x := &oldIndex{}
 	x.stanzas, x.sums = make([][]byte, 0, n+1), make([][]byte, 0, n+1)
 	for len(data) > 0 {
 		end := bytes.Index(data, []byte("\n\n"))
@@ -148,7 +162,7 @@ var prefetchBudget int64 = 256 << 20
 // startPrefetch starts reading ahead the indexes prev lists, on a goroutine that runs
 // until it is done or stop is called. A build that verifies reuses nothing, so it reads
 // nothing ahead.
-func startPrefetch(o *Options, prev *manifest.Manifest) *prefetch {
+func startPrefetch(o *Options, prev *manifest.Manifest, made *madeIndexes) *prefetch {
 	pf := &prefetch{
 		pending: map[string]chan *oldIndex{}, dropped: map[string]bool{},
 		quit: make(chan struct{}), done: make(chan struct{}),
@@ -195,7 +209,7 @@ indexes:
 			skip := pf.dropped[j.rel]
 			pf.mu.Unlock()
 			if !skip {
-				j.ch <- loadOldIndex(filepath.Join(o.TreeDir, filepath.FromSlash(j.rel)), j.n)
+				j.ch <- made.load(o.TreeDir, j.rel, j.n)
 			}
 		}
 	}()

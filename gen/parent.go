@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"path/filepath"
 	"strings"
 
 	"github.com/armor-apt/armor/manifest"
@@ -16,6 +15,7 @@ type parent struct {
 	m     *manifest.Manifest       // nil for a first build
 	files map[string]manifest.File // m's files by path
 	old   *prefetch                // m's indexes read ahead; nil when none are
+	made  *madeIndexes             // m's plain indexes hydrate made, not read ahead
 
 	stanzas map[string][]byte // every stanza of m's indexes in the tree, by SHA256; made when first needed
 	// fetchErr says why the tree lacks m's files: they could not be fetched.
@@ -51,7 +51,7 @@ func (p *parent) stanzaElsewhere(tree string, pkg *manifest.Package) []byte {
 			if path.Base(f.Path) != "Packages" || !strings.HasPrefix(f.Path, "dists/") {
 				continue
 			}
-			x := loadOldIndex(filepath.Join(tree, filepath.FromSlash(f.Path)), int(f.Size/1024)+1)
+			x := p.made.load(tree, f.Path, int(f.Size/1024)+1)
 			for i, st := range x.stanzas {
 				p.stanzas[string(x.sums[i])] = st
 			}
@@ -86,6 +86,7 @@ type loader struct {
 	err       error
 	fetchErr  error // why the parent's files could not be fetched into the tree
 	old       *prefetch
+	made      madeIndexes // the plain indexes hydrate made
 }
 
 func startLoading(ctx context.Context, o *Options) *loader {
@@ -126,10 +127,10 @@ func (l *loader) loadPrevious(ctx context.Context, o *Options, readAhead bool) {
 	// The tree should hold the parent's indexes before they are read. If they cannot be
 	// fetched, the inputs may still hold every package the build needs (a runner with
 	// every .deb but without the store); the build says why when they do not.
-	l.fetchErr = hydrate(ctx, o, prev)
+	l.fetchErr = hydrate(ctx, o, prev, &l.made)
 	l.prev = prev
 	if readAhead {
-		l.old = startPrefetch(o, prev)
+		l.old = startPrefetch(o, prev, &l.made)
 	}
 }
 
@@ -140,7 +141,7 @@ func (l *loader) parent() (*parent, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
-	p := &parent{m: l.prev, files: map[string]manifest.File{}, old: l.old, fetchErr: l.fetchErr}
+	p := &parent{m: l.prev, files: map[string]manifest.File{}, old: l.old, made: &l.made, fetchErr: l.fetchErr}
 	if p.m != nil {
 		for _, f := range p.m.Files {
 			p.files[f.Path] = f

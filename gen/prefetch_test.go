@@ -35,7 +35,7 @@ func TestPrefetch(t *testing.T) {
 	o := &Options{TreeDir: tree, Previous: prev, Suites: []Suite{{
 		Codename: "s", Components: []string{"main"}, Architectures: []string{"amd64", "arm64"},
 	}}}
-	pf := startPrefetch(o, prev)
+	pf := startPrefetch(o, prev, nil)
 	defer pf.stop()
 	x := pf.take(amd64)
 	if x == nil {
@@ -51,20 +51,20 @@ func TestPrefetch(t *testing.T) {
 		t.Error("an index beyond the budget was prefetched")
 	}
 	// writeIndexes reads the rest itself, with the same result.
-	if x := readOldIndex(tree, arm64, nil, pf); len(x.stanzas) != 1 || string(x.sums[0]) != "03" {
+	if x := readOldIndex(tree, arm64, nil, pf, nil); len(x.stanzas) != 1 || string(x.sums[0]) != "03" {
 		t.Errorf("read %d stanzas with sums %q", len(x.stanzas), x.sums)
 	}
 
 	// With Verify, nothing is reused, so nothing is read ahead.
 	o.Verify = true
 	prefetchBudget = 1 << 20
-	pf = startPrefetch(o, prev)
+	pf = startPrefetch(o, prev, nil)
 	pf.stop()
 	if len(pf.pending) != 0 {
 		t.Errorf("prefetched %d indexes for a verifying build", len(pf.pending))
 	}
 	o.Verify = false
-	pf = startPrefetch(o, prev)
+	pf = startPrefetch(o, prev, nil)
 	defer pf.stop()
 	pf.drop(amd64)
 	if pf.take(amd64) != nil {

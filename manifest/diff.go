@@ -34,12 +34,25 @@ type Change struct {
 // pairwise and the rest are additions or removals. Either manifest may be nil (empty).
 func Diff(old, new *Manifest) []Change {
 	type group struct{ suite, comp, arch, name string }
-	versions := func(m *Manifest) map[group]map[string]string {
+	var a, b []Package
+	if old != nil {
+		a = old.Packages
+	}
+	if new != nil {
+		b = new.Packages
+	}
+	// An entry both lists hold, identical, changes nothing, whatever else its name's group
+	// holds: leave out those at the lists' ends. A release usually differs from its parent
+	// in a few packages, and the rest would cost two maps of every package.
+	for len(a) > 0 && len(b) > 0 && a[0].Equal(&b[0]) {
+		a, b = a[1:], b[1:]
+	}
+	for len(a) > 0 && len(b) > 0 && a[len(a)-1].Equal(&b[len(b)-1]) {
+		a, b = a[:len(a)-1], b[:len(b)-1]
+	}
+	versions := func(pkgs []Package) map[group]map[string]string {
 		out := map[group]map[string]string{}
-		if m == nil {
-			return out
-		}
-		for _, p := range m.Packages {
+		for _, p := range pkgs {
 			g := group{p.Suite, p.Component, p.Architecture, p.Name}
 			if out[g] == nil {
 				out[g] = map[string]string{}
@@ -48,7 +61,7 @@ func Diff(old, new *Manifest) []Change {
 		}
 		return out
 	}
-	before, after := versions(old), versions(new)
+	before, after := versions(a), versions(b)
 	groups := map[group]bool{}
 	for g := range before {
 		groups[g] = true

@@ -104,23 +104,29 @@ func (m *Manifest) Paths() map[string]Object {
 func (m *Manifest) Objects() []Object {
 	seen := make(map[string]bool, len(m.Files)+len(m.Packages))
 	var out []Object
-	add := func(o Object) {
+	m.EachObject(func(o Object) {
 		if !seen[o.SHA256] {
 			seen[o.SHA256] = true
 			out = append(out, o)
 		}
-	}
+	})
+	slices.SortFunc(out, func(a, b Object) int { return strings.Compare(a.SHA256, b.SHA256) })
+	return out
+}
+
+// EachObject calls fn with the object of every served path of the release, in manifest
+// order: an object served at several paths comes once for each. It is Objects without
+// the set and the sorting, for a caller that needs neither.
+func (m *Manifest) EachObject(fn func(Object)) {
 	for _, p := range m.Packages {
-		add(Object{p.SHA256, p.Size})
+		fn(Object{p.SHA256, p.Size})
 		for _, f := range p.Files {
-			add(Object{f.SHA256, f.Size})
+			fn(Object{f.SHA256, f.Size})
 		}
 	}
 	for _, f := range m.Files {
-		add(Object{f.SHA256, f.Size})
+		fn(Object{f.SHA256, f.Size})
 	}
-	slices.SortFunc(out, func(a, b Object) int { return strings.Compare(a.SHA256, b.SHA256) })
-	return out
 }
 
 // Sort puts packages and files in canonical order: packages by suite, component, name,

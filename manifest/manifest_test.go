@@ -185,3 +185,41 @@ func TestSourcePackageFiles(t *testing.T) {
 		t.Errorf("Validate of a file outside pool/: %v", err)
 	}
 }
+
+// TestDiffSharedEnds: entries the two lists share at their ends are left out of the
+// comparison, and a name whose versions straddle them still compares as a whole.
+func TestDiffSharedEnds(t *testing.T) {
+	pkg := func(name, version string, s byte) Package {
+		return Package{Suite: "stable", Component: "main", Name: name, Version: version, Architecture: "amd64",
+			Path: "pool/main/" + name + "_" + version + ".deb", Size: 1, SHA256: sum(s)}
+	}
+	tests := []struct {
+		name     string
+		old, new []Package
+		want     []Change
+	}{
+		{"newest version replaced after a shared one",
+			[]Package{pkg("x", "1", 'a'), pkg("x", "2", 'b'), pkg("y", "1", 'c')},
+			[]Package{pkg("x", "1", 'a'), pkg("x", "3", 'd'), pkg("y", "1", 'c')},
+			[]Change{{"stable", "main", "amd64", "x", Upgraded, "2", "3"}}},
+		{"oldest version replaced before a shared one",
+			[]Package{pkg("x", "1", 'a'), pkg("x", "3", 'b')},
+			[]Package{pkg("x", "2", 'c'), pkg("x", "3", 'b')},
+			[]Change{{"stable", "main", "amd64", "x", Upgraded, "1", "2"}}},
+		{"rebuilt between shared ones",
+			[]Package{pkg("w", "1", 'a'), pkg("x", "1", 'b'), pkg("y", "1", 'c')},
+			[]Package{pkg("w", "1", 'a'), pkg("x", "1", 'd'), pkg("y", "1", 'c')},
+			[]Change{{"stable", "main", "amd64", "x", Rebuilt, "1", "1"}}},
+		{"one added in the middle",
+			[]Package{pkg("w", "1", 'a'), pkg("y", "1", 'c')},
+			[]Package{pkg("w", "1", 'a'), pkg("x", "1", 'b'), pkg("y", "1", 'c')},
+			[]Change{{"stable", "main", "amd64", "x", Added, "", "1"}}},
+		{"all shared", []Package{pkg("w", "1", 'a')}, []Package{pkg("w", "1", 'a')}, nil},
+	}
+	for _, tc := range tests {
+		got := Diff(&Manifest{Packages: tc.old}, &Manifest{Packages: tc.new})
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: got %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -183,9 +183,13 @@ func uploadRelease(ctx context.Context, s store.Store, o PushOptions, m *manifes
 	sum := sha256.Sum256(mdata)
 	mobj := hex.EncodeToString(sum[:])
 	res := &PushResult{Release: m.ID, Parent: m.Parent, Manifest: mobj, Store: s.String(), DryRun: o.DryRun}
-	stats, err := UploadMissing(ctx, s, treeUploads(m, o.Tree), UploadOptions{
+	uploads, objects, knownObjects := treeUploads(m, o.Tree, known)
+	stats, err := UploadMissing(ctx, s, uploads, UploadOptions{
 		Concurrency: o.Jobs, Known: known, DryRun: o.DryRun, Progress: o.Progress,
 	})
+	// The known objects were left out of the uploads, not counted out of them.
+	stats.Objects = objects
+	stats.Known += knownObjects
 	if err != nil {
 		return nil, fmt.Errorf("push to %s: %d of %d objects uploaded before the error; run armor push again to finish: %w", s, stats.Uploaded, stats.Objects, err)
 	}
@@ -225,16 +229,28 @@ func record(ctx context.Context, c *client.Client, o *Controld, m *manifest.Mani
 	return nil
 }
 
-// treeUploads maps every object of the release to a file of the local tree holding it.
-func treeUploads(m *manifest.Manifest, treeDir string) []Upload {
+// treeUploads maps every object of the release that known lacks to a file of the local
+// tree holding it (the first of its paths in path order), and counts the release's
+// distinct objects and those of them known. A release differs from the one pushed
+// before it in a few objects: only those are sorted and listed.
+func treeUploads(m *manifest.Manifest, treeDir string, known map[string]bool) (out []Upload, objects, knownObjects int) {
 	paths := m.Paths()
-	names := make([]string, 0, len(paths))
-	for p := range paths {
-		names = append(names, p)
+	seen := make(map[string]bool, len(paths))
+	var names []string
+	for p, o := range paths {
+		if !seen[o.SHA256] {
+			seen[o.SHA256] = true
+			objects++
+			if known[o.SHA256] {
+				knownObjects++
+			}
+		}
+		if !known[o.SHA256] {
+			names = append(names, p)
+		}
 	}
 	sort.Strings(names)
-	seen := make(map[string]bool, len(paths))
-	out := make([]Upload, 0, len(paths))
+	clear(seen)
 	for _, p := range names {
 		o := paths[p]
 		if seen[o.SHA256] {
@@ -243,7 +259,7 @@ func treeUploads(m *manifest.Manifest, treeDir string) []Upload {
 		seen[o.SHA256] = true
 		out = append(out, Upload{SHA256: o.SHA256, Size: o.Size, Path: filepath.Join(treeDir, filepath.FromSlash(p))})
 	}
-	return out
+	return out, objects, knownObjects
 }
 
 // withParentObjects adds to known the objects of the release m was built on, when
@@ -260,11 +276,9 @@ func withParentObjects(ctx context.Context, c *client.Client, s store.Store, rep
 		return known // not recorded, or unreadable: every object is checked
 	}
 	if known == nil {
-		known = map[string]bool{}
+		known = make(map[string]bool, len(pm.Packages)+len(pm.Files))
 	}
-	for _, o := range pm.Objects() {
-		known[o.SHA256] = true
-	}
+	pm.EachObject(func(o manifest.Object) { known[o.SHA256] = true })
 	return known
 }
 
@@ -286,10 +300,8 @@ func knownObjects(path string) (map[string]bool, string) {
 	if err != nil {
 		return nil, ""
 	}
-	known := map[string]bool{}
-	for _, o := range m.Objects() {
-		known[o.SHA256] = true
-	}
+	known := make(map[string]bool, len(m.Packages)+len(m.Files)+1)
+	m.EachObject(func(o manifest.Object) { known[o.SHA256] = true })
 	// The pushed manifest itself is an object too.
 	s := sha256.Sum256(data)
 	known[hex.EncodeToString(s[:])] = true

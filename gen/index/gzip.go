@@ -30,3 +30,36 @@ func compressGzipMember(plain []byte) ([]byte, error) {
 	}
 	return buf.Bytes(), nil
 }
+
+// GzipMember is where one member of a gzip file lies, in the file and in its plain bytes.
+type GzipMember struct {
+	Off, Size           int // the member's bytes in the gzip file
+	PlainOff, PlainSize int // the bytes it decompresses to, in the plain file
+}
+
+// Gunzip decompresses gz, one gzip member or several concatenated, member by member, and
+// returns the plain bytes and where each member lies. size is the expected plain size,
+// which sizes the output once (a hint: any size works). Each member's CRC-32 and length
+// are checked, as gzip -d checks them. A Packages.gz index that Build wrote has one member
+// per chunk: Cache.SeedGunzipped then takes its members as they are, without decoding
+// them a second time.
+func Gunzip(gz []byte, size int) ([]byte, []GzipMember, error) {
+	plain := bytes.NewBuffer(make([]byte, 0, max(size, 0)+bytes.MinRead))
+	br := bytes.NewReader(gz)
+	var zr gzip.Reader
+	var members []GzipMember
+	for br.Len() > 0 || len(members) == 0 {
+		off := len(gz) - br.Len()
+		if err := zr.Reset(br); err != nil {
+			return nil, nil, fmt.Errorf("gzip member at offset %d: %w", off, err)
+		}
+		zr.Multistream(false) // stop after this member, br just after its trailer
+		start := plain.Len()
+		if _, err := plain.ReadFrom(&zr); err != nil {
+			return nil, nil, fmt.Errorf("gzip member at offset %d: %w", off, err)
+		}
+		members = append(members, GzipMember{Off: off, Size: len(gz) - br.Len() - off,
+			PlainOff: start, PlainSize: plain.Len() - start})
+	}
+	return plain.Bytes(), members, nil
+}

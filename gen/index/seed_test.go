@@ -348,7 +348,7 @@ func TestSeedRejectsFlippedBits(t *testing.T) {
 		for _, m := range []byte{0x01, 0x40, 0x80} {
 			b := slices.Clone(parent.Xz)
 			b[i] ^= m
-			s := &seeder{c: cut.c, ck: small, plain: parent.Plain, chunks: cut.chunks,
+			s := &seeder{c: cut.c, ck: small, plain: parent.Plain, chunks: cut.chunks, decodeXZ: true,
 				xz: seedForm{kind: kindXZ, file: "xz", present: cut.xz.present}}
 			s.findSegments(b)
 			s.xz.ok = make([]bool, len(s.xz.found))
