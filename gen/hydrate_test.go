@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/armor-apt/armor/gen/index"
@@ -32,9 +33,14 @@ func TestHydrateHandsOverPlain(t *testing.T) {
 		prev.Files = append(prev.Files, manifest.File{Path: rel + variants[i], Size: d.Size, SHA256: d.SHA256},
 			manifest.File{Path: byHashPath(rel, d.SHA256), Size: d.Size, SHA256: d.SHA256})
 	}
-	var asked []string
+	var (
+		mu    sync.Mutex // Fetch is called from several goroutines
+		asked []string
+	)
 	o := &Options{TreeDir: t.TempDir(), CacheDir: t.TempDir(), Fetch: func(_ context.Context, sum string) ([]byte, error) {
+		mu.Lock()
 		asked = append(asked, sum)
+		mu.Unlock()
 		if data, ok := objects[sum]; ok {
 			return data, nil
 		}
