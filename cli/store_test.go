@@ -236,6 +236,13 @@ func TestStoreCheckReportsToControld(t *testing.T) {
 		t.Fatalf("controld's known-missing set after the check: %+v, %v; want only %s, missing", set, err, gone.SHA256)
 	}
 
+	// The active release, the repository's first, pushed again: refused for the lost file
+	// alone, not as a first release pushed over another.
+	r = armorFails(t, 1, []string{"still missing from the store", gone.SHA256, "armor push --repair"}, "-c", p.cfg, "push")
+	if strings.Contains(r.stderr, "first release") {
+		t.Errorf("push of the active first release with a lost object is refused as a first release:\n%s", r.stderr)
+	}
+
 	// A release built on the active one still serves the lost file: refused, naming it.
 	p.add(t, "added")
 	m2 := loadManifest(t, p.manifestPath())

@@ -69,11 +69,13 @@ func Record(ctx context.Context, c *client.Client, o RecordOptions) (activated b
 			return true, nil
 		}
 		return false, &StaleParentError{URL: o.URL, Repo: o.Repo, Release: o.Release, Parent: o.Parent, Active: ae.Active, Err: err}
-	case errors.Is(err, client.ErrInvalid) && o.Parent == "":
+	case errors.Is(err, client.ErrInvalid) && o.Parent == "" && !(errors.As(err, &ae) && len(ae.Missing) > 0):
 		// controld checks a new release's parent before the compare-and-swap, so a first
 		// release pushed to a repository that has releases is refused as invalid rather
-		// than as a lost compare-and-swap. Name the active release, if there is one.
-		if st, serr := c.Status(ctx, o.Repo); serr == nil && st.Active != nil {
+		// than as a lost compare-and-swap. Name the active release, if there is one and it
+		// is another: a first release that is active already was refused for something
+		// else, such as objects known missing, which its own error names.
+		if st, serr := c.Status(ctx, o.Repo); serr == nil && st.Active != nil && st.Active.Release != o.Release {
 			return false, &StaleParentError{URL: o.URL, Repo: o.Repo, Release: o.Release, Active: st.Active.Release, Err: err}
 		}
 	}
