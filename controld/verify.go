@@ -263,12 +263,7 @@ func (s *Server) checkObjects(ctx context.Context, repo state.Repository, m *man
 		return nil
 	}
 	// The messages name each object by its first path.
-	where := make(map[string]string, len(todo))
-	for p, o := range m.Paths() {
-		if q, ok := where[o.SHA256]; asked[o.SHA256] && (!ok || p < q) {
-			where[o.SHA256] = p
-		}
-	}
+	where := firstPaths(m)
 	if len(missing) > 0 {
 		list := make([]string, len(missing))
 		for i, o := range missing {

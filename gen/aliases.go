@@ -46,9 +46,10 @@ func aliasDirs(o *Options) []string {
 	return out
 }
 
-// isAlias reports whether a tree path lies under a suite-name alias.
-func isAlias(o *Options, p string) bool {
-	for _, d := range aliasDirs(o) {
+// isAlias reports whether a tree path lies under one of the suite-name alias directories
+// aliasDirs lists.
+func isAlias(dirs []string, p string) bool {
+	for _, d := range dirs {
 		if strings.HasPrefix(p, d) {
 			return true
 		}

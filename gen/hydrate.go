@@ -3,7 +3,6 @@ package gen
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,9 +38,10 @@ func hydrate(ctx context.Context, o *Options, prev *manifest.Manifest, made *mad
 		return nil
 	}
 	trusted := readTreeMarker(o) == prev.ID
+	aliases := aliasDirs(o)
 	var todo []manifest.File
 	for _, f := range prev.Files {
-		if !strings.HasPrefix(f.Path, "dists/") || isAlias(o, f.Path) {
+		if !strings.HasPrefix(f.Path, "dists/") || isAlias(aliases, f.Path) {
 			continue // a suite name's files are its codename's, through a link
 		}
 		if inTree(o.TreeDir, f) && (trusted || fileHas(filepath.Join(o.TreeDir, filepath.FromSlash(f.Path)), f.SHA256)) {
@@ -102,7 +102,7 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 				return err
 			}
-			if first != "" && linkInto(first, dst) == nil {
+			if first != "" && atomicfile.Link(first, dst) == nil {
 				continue
 			}
 			if err := atomicfile.WriteFileUnsynced(dst, data, 0o644); err != nil {
@@ -155,27 +155,15 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 		}
 		plains[plain] = data
 		for _, p := range bySum[plain] {
-			made.add(p, data)
+			if !strings.Contains(p, "/by-hash/") { // the build takes an index by its name
+				made.add(p, data)
+			}
 		}
 	}
 	if err := syncTree(filepath.Join(o.TreeDir, "dists")); err != nil {
 		return fmt.Errorf("parent release %s: %w", prev.ID, err)
 	}
 	seedChunks(o, todo, all, plains, members, got)
-	return nil
-}
-
-// linkInto makes dst a link to the file src, replacing dst atomically: a link under a
-// temporary name beside dst, renamed. On error dst is untouched.
-func linkInto(src, dst string) error {
-	tmp := filepath.Join(filepath.Dir(dst), fmt.Sprintf("%s%d-%s", atomicfile.TempPrefix, rand.Uint64(), filepath.Base(dst)))
-	if err := os.Link(src, tmp); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		os.Remove(tmp)
-		return err
-	}
 	return nil
 }
 

@@ -260,7 +260,8 @@ func (w *treeWriter) Commit() error {
 		// here, or a manifest that cannot be written after it, puts the tree back as it
 		// was. Pool and by-hash files are named by their content and only ever added.
 		u := undo{final: s.final}
-		if rank(s.final) == 1 {
+		r := rank(s.final)
+		if r == 1 {
 			// A by-hash name is its content: one in place already stays as it is.
 			old, err1 := os.Lstat(s.final)
 			nu, err2 := os.Lstat(s.tmp)
@@ -269,7 +270,7 @@ func (w *treeWriter) Commit() error {
 				continue
 			}
 		}
-		if rank(s.final) >= 2 {
+		if r >= 2 {
 			b := s.tmp + ".prev"
 			switch err := os.Link(s.final, b); {
 			case err == nil:
@@ -279,8 +280,13 @@ func (w *treeWriter) Commit() error {
 				return fmt.Errorf("keep %s aside while the tree changes: %w", s.final, err)
 			}
 		}
-		_, statErr := os.Lstat(s.final)
-		existed := statErr == nil
+		// Only a pool file's existence matters below: an index or Release file's is told
+		// by its backup, and a by-hash file was looked at above.
+		existed := false
+		if r == 0 {
+			_, statErr := os.Lstat(s.final)
+			existed = statErr == nil
+		}
 		err := fault("rename " + w.rel(s.final))
 		if err == nil {
 			err = os.Rename(s.tmp, s.final)
@@ -291,7 +297,7 @@ func (w *treeWriter) Commit() error {
 			// id): the file goes over by a copy beside its target.
 			err = moveAcross(s.tmp, s.final)
 		}
-		if err == nil && u.backup == "" && rank(s.final) == 0 {
+		if err == nil && u.backup == "" && r == 0 {
 			// A pool file that was there already (the same bytes: a pool path is one
 			// file) is not taken away by a rollback.
 			u.kept = existed

@@ -3,7 +3,6 @@ package publish
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -374,12 +373,7 @@ func (e *exporter) link(src, dst string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, atomicfile.TempPrefix+rand.Text()+"-"+filepath.Base(target))
-	if err := os.Link(e.file(src), tmp); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, target); err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.Link(e.file(src), target); err != nil {
 		return err
 	}
 	return atomicfile.SyncDir(dir)

@@ -5,6 +5,7 @@
 package atomicfile
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -83,4 +84,19 @@ func WriteFileUnsynced(path string, data []byte, perm os.FileMode) error {
 		_, err := w.Write(data)
 		return err
 	})
+}
+
+// Link replaces dst by a hard link to src: a link under a temporary name beside dst,
+// renamed over it. Readers see the old file or the new one; on error dst is untouched.
+// It does not fsync the directory: a caller that needs the rename durable calls SyncDir.
+func Link(src, dst string) error {
+	tmp := filepath.Join(filepath.Dir(dst), TempPrefix+rand.Text()+"-"+filepath.Base(dst))
+	if err := os.Link(src, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
 }
