@@ -176,24 +176,7 @@ func newestByName(members []*manifest.Package) []*manifest.Package {
 // reusableContents returns the manifest entries of a Contents file whose packages did
 // not change and whose files the tree and the previous Release still vouch for.
 func reusableContents(o *Options, prevFiles map[string]manifest.File, prevSums map[string]release.Digests, dist, rel string, sel, prevSel []*manifest.Package) ([]manifest.File, bool) {
-	if prevSums == nil || o.Verify || !slices.EqualFunc(sel, prevSel, sameFiles) {
-		return nil, false
-	}
-	p := dist + rel
-	var keep []manifest.File
-	for _, v := range contentsVariants {
-		d, ok := prevSums[rel+v]
-		f, ok2 := prevFiles[p+v]
-		if !ok || !ok2 || d.SHA256 != f.SHA256 || d.Size != f.Size || !inTree(o.TreeDir, f) {
-			return nil, false
-		}
-		bh, ok := prevFiles[byHashPath(p, f.SHA256)]
-		if !ok {
-			return nil, false
-		}
-		keep = append(keep, f, bh)
-	}
-	return keep, true
+	return reusableFiles(o, prevFiles, prevSums, dist, rel, contentsVariants, func() bool { return slices.EqualFunc(sel, prevSel, sameFiles) })
 }
 
 // buildContents returns the Contents file of the packages sel. base is the parent's

@@ -5,9 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path"
-	"path/filepath"
 	"slices"
 
 	"github.com/armor-apt/armor/gen/deb"
@@ -54,32 +52,14 @@ func writeIndexes(ctx context.Context, o *Options, par *parent, pkgs []manifest.
 				}
 				rel := comp + "/binary-" + arch + "/Packages"
 				key := indexKey{s.Codename, comp, arch}
-				if kept, ok := reusableIndex(o, par.files, prevSums, dist, rel, members[key], prevMembers[key]); ok {
-					for _, v := range variants {
-						si.sums[rel+v] = prevSums[rel+v]
-					}
-					out.files = append(out.files, kept...)
-				} else {
-					stanzas, err := indexStanzas(o.TreeDir, dist+rel, members[key], prevMembers[key], ins, par)
-					var digests [3]release.Digests
-					if err == nil {
-						digests, err = writeIndex(tw, icache, dist+rel, stanzas)
-					}
-					if err != nil {
-						par.old.drop(dist + rel)
-						return out, fmt.Errorf("index %s%s: %w", dist, rel, err)
-					}
-					for i, d := range digests {
-						si.sums[rel+variants[i]] = d
-						out.files = append(out.files,
-							manifest.File{Path: dist + rel + variants[i], Size: d.Size, SHA256: d.SHA256},
-							manifest.File{Path: byHashPath(dist+rel, d.SHA256), Size: d.Size, SHA256: d.SHA256})
-					}
-					si.changed = true
-					out.written++
-				}
+				err := writeOptionalIndex(o, par, dist, rel, members[key], prevMembers[key], prevSums, true, icache, tw, &si, &out, func() ([][]byte, error) {
+					return indexStanzas(o.TreeDir, dist+rel, members[key], prevMembers[key], ins, par)
+				})
 				// An index whose every member was read afresh never took its old copy.
 				par.old.drop(dist + rel)
+				if err != nil {
+					return out, err
+				}
 				par.made.take(dist + rel)
 				done++
 				o.progress("index", done, total)
@@ -151,20 +131,27 @@ var variants = []string{"", ".gz", ".xz"}
 // reusableIndex returns the manifest entries of an index whose package list did not
 // change and whose files the tree and the previous Release still vouch for.
 func reusableIndex(o *Options, prevFiles map[string]manifest.File, prevSums map[string]release.Digests, dist, rel string, members, old []*manifest.Package) ([]manifest.File, bool) {
-	if prevSums == nil || o.Verify || !slices.EqualFunc(members, old, func(a, b *manifest.Package) bool { return a.Equal(b) }) {
+	return reusableFiles(o, prevFiles, prevSums, dist, rel, variants, func() bool {
+		return slices.EqualFunc(members, old, func(a, b *manifest.Package) bool { return a.Equal(b) })
+	})
+}
+
+// reusableFiles returns the manifest entries of the file dist+rel in each of its variants
+// and their by-hash copies, when unchanged says its input did not change and the tree and
+// the previous Release (prevSums, by path relative to dist) still vouch for each.
+func reusableFiles(o *Options, prevFiles map[string]manifest.File, prevSums map[string]release.Digests, dist, rel string, variants []string, unchanged func() bool) ([]manifest.File, bool) {
+	if prevSums == nil || o.Verify || !unchanged() {
 		return nil, false
 	}
+	p := dist + rel
 	var keep []manifest.File
 	for _, v := range variants {
 		d, ok := prevSums[rel+v]
-		f, ok2 := prevFiles[dist+rel+v]
-		if !ok || !ok2 || d.SHA256 != f.SHA256 || d.Size != f.Size {
+		f, ok2 := prevFiles[p+v]
+		if !ok || !ok2 || d.SHA256 != f.SHA256 || d.Size != f.Size || !inTree(o.TreeDir, f) {
 			return nil, false
 		}
-		if st, err := os.Stat(filepath.Join(o.TreeDir, filepath.FromSlash(dist+rel+v))); err != nil || st.Size() != f.Size {
-			return nil, false
-		}
-		bh, ok := prevFiles[byHashPath(dist+rel, f.SHA256)]
+		bh, ok := prevFiles[byHashPath(p, f.SHA256)]
 		if !ok {
 			return nil, false
 		}

@@ -178,8 +178,8 @@ func optionalIndexes(suite string, members map[indexKey][]*manifest.Package) (so
 
 // writeOptionalIndex stages the index dist+rel when want is set or the parent had it
 // (once published, an index stays, if empty, so no client meets a 404), reusing the
-// parent's when its package list did not change, and adds what it made to si and out as
-// writeIndexes does for the binary-<arch>/Packages indexes.
+// parent's when its package list did not change, and adds what it made to si and out.
+// writeIndexes calls it with want set for every binary-<arch>/Packages index.
 func writeOptionalIndex(o *Options, par *parent, dist, rel string, members, old []*manifest.Package, prevSums map[string]release.Digests, want bool,
 	icache *index.Cache, tw *treeWriter, si *suiteIndexes, out *indexesMade, stanzasOf func() ([][]byte, error)) error {
 	if _, had := par.files[dist+rel]; !want && !had {
