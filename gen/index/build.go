@@ -206,8 +206,7 @@ func xzHeadOf(chunks []chunk, total int, ck chunking) []byte {
 	for i := range chunks {
 		maxPair = max(maxPair, chunks[i].off+chunks[i].size-chunks[i].prevOff)
 	}
-	dictByte, _ := xzDictSize(total, maxPair, ck)
-	return append(xzStreamHeader(), xzBlockHeader(dictByte)...)
+	return append(xzStreamHeader(), xzBlockHeader(xzDictSize(total, maxPair, ck))...)
 }
 
 // compressMissing compresses every form that has no data and is not cached, each on its own

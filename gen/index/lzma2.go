@@ -688,11 +688,6 @@ func (e *lzEncoder) encode(pos int, o lzOp) {
 	}
 }
 
-// compressLZMA2 returns raw LZMA2 data of data: its chunks and the end marker.
-func compressLZMA2(data []byte, depth, nice int) []byte {
-	return append(compressLZMA2Chunks(data, 0, depth, nice), 0)
-}
-
 // compressLZMA2Chunks returns the LZMA2 chunks (without an end marker) of data[start:]
 // compressed with data[:start] as the dictionary already decoded: matches may refer back
 // into it, and into nothing before it. With start 0 the first chunk resets the dictionary

@@ -219,3 +219,8 @@ func FuzzSplitLZMA2(f *testing.F) {
 		}
 	})
 }
+
+// compressLZMA2 returns raw LZMA2 data of data: its chunks and the end marker.
+func compressLZMA2(data []byte, depth, nice int) []byte {
+	return append(compressLZMA2Chunks(data, 0, depth, nice), 0)
+}

@@ -65,8 +65,9 @@ func dictSizeByte(n int) (byte, int) {
 // chunks i-1 and i), and no less than the smaller of the whole index and two chunks of the
 // largest size the chunking cuts without an oversized stanza, so that it does not change
 // with every build of a large index. Decoders allocate it; xz -6 declares 8 MiB.
-func xzDictSize(total, maxPair int, ck chunking) (byte, int) {
-	return dictSizeByte(max(min(total, 2*ck.max), maxPair))
+func xzDictSize(total, maxPair int, ck chunking) byte {
+	b, _ := dictSizeByte(max(min(total, 2*ck.max), maxPair))
+	return b
 }
 
 // xzBlockHeader returns the header of the block: one LZMA2 filter with the dictionary size
