@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -96,7 +97,7 @@ func (s *Store) DeletedReleases(ctx context.Context, repo string) (out []state.D
 		if c := a.DeletedAt.Compare(b.DeletedAt); c != 0 {
 			return c
 		}
-		return cmpU64(a.Release.Seq, b.Release.Seq)
+		return cmp.Compare(a.Release.Seq, b.Release.Seq)
 	})
 	return out, err
 }
@@ -116,7 +117,7 @@ func releasesIn(tx *bbolt.Tx, repo string) ([]state.Release, error) {
 		out = append(out, rel)
 		return nil
 	})
-	slices.SortFunc(out, func(a, b state.Release) int { return cmpU64(a.Seq, b.Seq) })
+	slices.SortFunc(out, func(a, b state.Release) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, err
 }
 

@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -109,18 +110,8 @@ func (s *Store) Releases(ctx context.Context, repo string) (out []state.Release,
 			return nil
 		})
 	})
-	slices.SortFunc(out, func(a, b state.Release) int { return cmpU64(a.Seq, b.Seq) })
+	slices.SortFunc(out, func(a, b state.Release) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, err
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Activate implements state.Store.

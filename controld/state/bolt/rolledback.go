@@ -1,6 +1,7 @@
 package bolt
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -58,7 +59,7 @@ func (s *Store) RolledBack(ctx context.Context, repo string) (out []state.Rolled
 		}
 		return err
 	})
-	slices.SortFunc(out, func(a, b state.RolledBack) int { return cmpU64(a.Seq, b.Seq) })
+	slices.SortFunc(out, func(a, b state.RolledBack) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, err
 }
 

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -80,7 +81,7 @@ func (s *Store) DeletedReleases(ctx context.Context, repo string) (out []state.D
 		if c := a.DeletedAt.Compare(b.DeletedAt); c != 0 {
 			return c
 		}
-		return cmpU64(a.Release.Seq, b.Release.Seq)
+		return cmp.Compare(a.Release.Seq, b.Release.Seq)
 	})
 	return out, err
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -44,18 +45,8 @@ func (s *Store) RolledBack(ctx context.Context, repo string) (out []state.Rolled
 		}
 		return err
 	})
-	slices.SortFunc(out, func(a, b state.RolledBack) int { return cmpU64(a.Seq, b.Seq) })
+	slices.SortFunc(out, func(a, b state.RolledBack) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out, err
-}
-
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // checkRolledBack applies state.CheckRolledBack in the transaction.
