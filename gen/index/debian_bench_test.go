@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -133,9 +134,9 @@ func BenchmarkDebianXZ(b *testing.B) {
 
 // BenchmarkDebianXZBlocks shows where Packages.xz loses against `xz -6`, on the same
 // Packages: the matcher and parser, and the size of the blocks compressed independently.
-// "armor" builds Packages.xz from chunks cut with the average size given (minimum a quarter
-// of it, maximum four times); "xz" runs `xz -6` and the fast
-// preset `xz -3` with --block-size (0: one block). Each reports its size in MB and its
+// "armor" builds Packages.xz from chunks cut with the sizes given (chunkShapes, and one of
+// 512 KiB on average); "xz" runs `xz -6` and the fast preset `xz -3` with --block-size
+// (0: one block). Each reports its size in MB and its
 // ratio to `xz -6` in one block (x-xz6).
 func BenchmarkDebianXZBlocks(b *testing.B) {
 	idx, err := debianStanzas()
@@ -186,9 +187,9 @@ func BenchmarkDebianXZBlocks(b *testing.B) {
 			report(b, size)
 		})
 	}
-	for _, avg := range []int{128 << 10, 512 << 10, 1 << 20} {
-		b.Run(fmt.Sprintf("armor/chunk=%dKiB", avg>>10), func(b *testing.B) {
-			ck := chunking{min: avg / 4, avg: avg, max: 4 * avg}
+	shapes := append(slices.Clone(chunkShapes), chunking{min: 128 << 10, avg: 512 << 10, max: 2 << 20})
+	for _, ck := range shapes {
+		b.Run("armor/"+ck.String(), func(b *testing.B) {
 			var size int
 			for b.Loop() {
 				f, err := build(stanzas, nil, "debian", ck)
