@@ -19,9 +19,9 @@ import (
 // manifest only ever names a complete tree. The caller holds the exclusive Lock of
 // o.CacheDir from before Build until the manifest is written.
 //
-// The phases follow one another below. Three kinds of work run beside them: the parent
-// loads while the inputs are listed, the pool is staged while the indexes are made, and
-// the manifest's packages are encoded while the indexes are made.
+// The phases follow one another below. Four kinds of work run beside them: the parent
+// loads while the inputs are listed, and the pool is staged, the Contents files are made
+// and the manifest's packages are encoded while the indexes are made.
 func Build(ctx context.Context, o Options) (*Result, error) {
 	if err := o.check(); err != nil {
 		return nil, err
@@ -110,22 +110,30 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		sealer = manifest.StartSeal(m)
 	}
 
+	// Write the Contents files whose packages changed, and reuse the others, while the
+	// indexes are written: they need nothing of one another, and an index's compression
+	// leaves a core idle for much of its time.
+	contc := make(chan contentsResult, 1)
+	go func() {
+		cidx := newIndexesMade(len(o.Suites))
+		cont, err := writeContents(ctx, &o, par, pkgs.list, ins, tw, &cidx)
+		if err == nil {
+			err = fault("write contents")
+		}
+		contc <- contentsResult{cont, cidx, err}
+	}()
 	// Write the indexes whose package lists changed; reuse the others.
 	idx, err := writeIndexes(ctx, &o, par, pkgs.list, ins, icache, tw)
 	if err == nil {
 		err = fault("write indexes")
 	}
+	cr := <-contc
+	err = cmp.Or(err, cr.err)
 	if err != nil {
 		return abort(par.explain(err))
 	}
-	// Write the Contents files whose packages changed; reuse the others.
-	cont, err := writeContents(ctx, &o, par, pkgs.list, ins, tw, &idx)
-	if err == nil {
-		err = fault("write contents")
-	}
-	if err != nil {
-		return abort(par.explain(err))
-	}
+	cont := cr.made
+	idx.merge(cr.idx)
 	// Sign the Release of each suite whose indexes or header changed.
 	rel, err := signReleases(&o, par, idx.suites, tw)
 	if err == nil {

@@ -57,6 +57,13 @@ const contentsColumn = 55
 
 // writeContents stages every Contents file whose packages changed and reuses the others,
 // adding their entries to idx: the files to the manifest, the sums to their suite's
+// contentsResult is what writeContents returns, with the indexes it adds to Release.
+type contentsResult struct {
+	made contentsMade
+	idx  indexesMade
+	err  error
+}
+
 // Release.
 func writeContents(ctx context.Context, o *Options, par *parent, pkgs []manifest.Package, ins *inputSet, tw *treeWriter, idx *indexesMade) (contentsMade, error) {
 	var out contentsMade

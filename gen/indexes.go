@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 
@@ -19,6 +20,24 @@ type indexesMade struct {
 	suites  []suiteIndexes  // one per Options.Suites, in its order
 	files   []manifest.File // every index and its by-hash copy, reused or new, unsorted
 	written int             // indexes regenerated
+}
+
+// newIndexesMade returns an indexesMade for n suites, none of whose indexes is known yet.
+func newIndexesMade(n int) indexesMade {
+	out := indexesMade{suites: make([]suiteIndexes, n)}
+	for i := range out.suites {
+		out.suites[i].sums = map[string]release.Digests{}
+	}
+	return out
+}
+
+// merge adds to m the files and Release sums of other, made for the same suites.
+func (m *indexesMade) merge(other indexesMade) {
+	for i, s := range other.suites {
+		maps.Copy(m.suites[i].sums, s.sums)
+		m.suites[i].changed = m.suites[i].changed || s.changed
+	}
+	m.files = append(m.files, other.files...)
 }
 
 // suiteIndexes is what a suite's Release lists of its indexes.
