@@ -50,7 +50,7 @@ var ErrVerify = errors.New("tree does not verify")
 
 // VerifyTree checks a tree the way apt does: each suite's InRelease signature (and
 // Release.gpg when present), that Release is InRelease's signed text, every index
-// Release lists (size, MD5, SHA1, SHA256) and its by-hash copy, Valid-Until, and with
+// Release lists (size, MD5, SHA256, and SHA1 where listed) and its by-hash copy, Valid-Until, and with
 // Pool every pool file a Packages or Sources index lists (size and SHA256). It keeps going after a
 // problem and reports them all.
 func VerifyTree(ctx context.Context, f Fetcher, o VerifyOptions) (*VerifyReport, error) {
@@ -112,7 +112,7 @@ func VerifyTree(ctx context.Context, f Fetcher, o VerifyOptions) (*VerifyReport,
 				problem("%s%s: %v", dist, p, err)
 				continue
 			}
-			if got := digestsOf(data); !sumsMatch(got, want) {
+			if got := digestsOf(data); !sumsMatch(data, got, want) {
 				problem("%s%s: size or hashes differ from Release (size %d, want %d)", dist, p, got.Size, want.Size)
 				continue
 			}
@@ -163,7 +163,13 @@ func VerifyTree(ctx context.Context, f Fetcher, o VerifyOptions) (*VerifyReport,
 	return r, nil
 }
 
-func sumsMatch(got, want release.Digests) bool {
+// sumsMatch reports whether data, whose digests are got, has the size and every sum want
+// lists. A Release armor wrote before it dropped SHA-1 lists it too.
+func sumsMatch(data []byte, got, want release.Digests) bool {
+	if want.SHA1 != "" {
+		s := sha1.Sum(data)
+		got.SHA1 = hex.EncodeToString(s[:])
+	}
 	return got.Size == want.Size &&
 		(want.MD5 == "" || want.MD5 == got.MD5) &&
 		(want.SHA1 == "" || want.SHA1 == got.SHA1) &&
@@ -276,23 +282,18 @@ func fetchAll(ctx context.Context, f Fetcher, p string) ([]byte, error) {
 	return io.ReadAll(rc)
 }
 
-// digestsOf computes the three sums Release lists, in parallel: an index of 100,000
+// digestsOf computes the sums Release lists, in parallel: an index of 100,000
 // packages is tens of megabytes.
 func digestsOf(data []byte) release.Digests {
-	hs := []hash.Hash{md5.New(), sha1.New(), sha256.New()}
+	hs := []hash.Hash{md5.New(), sha256.New()}
 	var wg sync.WaitGroup
 	for _, h := range hs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h.Write(data)
-		}()
+		wg.Go(func() { h.Write(data) })
 	}
 	wg.Wait()
 	return release.Digests{
 		Size:   int64(len(data)),
 		MD5:    hex.EncodeToString(hs[0].Sum(nil)),
-		SHA1:   hex.EncodeToString(hs[1].Sum(nil)),
-		SHA256: hex.EncodeToString(hs[2].Sum(nil)),
+		SHA256: hex.EncodeToString(hs[1].Sum(nil)),
 	}
 }

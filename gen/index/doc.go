@@ -13,7 +13,7 @@
 // afresh. A change recompresses the changed chunks' gzip members and the LZMA2 data of
 // the changed chunks and of the chunk after each. apt 2.6 accepts both.
 //
-// Build also returns the size, MD5, SHA-1 and SHA-256 of each form, as Release lists them.
+// Build also returns the size, MD5 and SHA-256 of each form, as Release lists them.
 // The cache keeps, per index name, the hash states at every chunk boundary of the last
 // build, keyed by a chain id derived from the content before the boundary, so that the
 // next build hashes only from its first changed chunk to the end (see digest.go).

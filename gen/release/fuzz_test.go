@@ -33,7 +33,8 @@ func FuzzParse(f *testing.F) {
 				d.MD5 != "" && !isHex(d.MD5, 32) || d.SHA1 != "" && !isHex(d.SHA1, 40) || d.SHA256 != "" && !manifest.ValidDigest(d.SHA256) {
 				t.Fatalf("accepted a bad entry %s %+v", p, d)
 			}
-			if d.MD5 != "" && d.SHA1 != "" && d.SHA256 != "" {
+			if d.MD5 != "" && d.SHA256 != "" {
+				d.SHA1 = "" // Make does not write it
 				complete[p] = d
 			}
 		}

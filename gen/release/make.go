@@ -43,7 +43,8 @@ func ParseDate(v string) (time.Time, error) {
 
 // Make returns the Release file for a suite, as apt-ftparchive lays it out. files maps
 // paths relative to dists/<codename>/ to their digests; they are listed sorted by path in
-// the MD5Sum, SHA1 and SHA256 sections.
+// the MD5Sum and SHA256 sections, the two Debian's archive lists (apt does not trust
+// SHA-1, and Debian's Release files dropped it). A digest's SHA1 is not written.
 func Make(h Header, files map[string]Digests) []byte {
 	var b bytes.Buffer
 	field := func(name, value string) {
@@ -76,6 +77,9 @@ func Make(h Header, files map[string]Digests) []byte {
 	}
 	sort.Strings(paths)
 	for _, s := range sections {
+		if s.name == "SHA1" {
+			continue
+		}
 		b.WriteString(s.name + ":\n")
 		for _, p := range paths {
 			d := files[p]

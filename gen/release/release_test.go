@@ -1,6 +1,7 @@
 package release
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"strings"
@@ -92,8 +93,8 @@ var testDate = time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC)
 
 func TestMakeParses(t *testing.T) {
 	files := map[string]Digests{
-		"main/binary-amd64/Packages":    {Size: 10, MD5: md5, SHA1: sha1, SHA256: sha256},
-		"main/binary-amd64/Packages.gz": {Size: 0, MD5: md5, SHA1: sha1, SHA256: sha256b},
+		"main/binary-amd64/Packages":    {Size: 10, MD5: md5, SHA256: sha256},
+		"main/binary-amd64/Packages.gz": {Size: 0, MD5: md5, SHA256: sha256b},
 	}
 	h := Header{
 		Origin: "o", Label: "l", Suite: "stable", Codename: "bookworm", Description: "d",
@@ -105,13 +106,19 @@ func TestMakeParses(t *testing.T) {
 		"Valid-Until: Sat, 28 Nov 2026 10:00:00 UTC\nAcquire-By-Hash: yes\nSigned-By: F1, F2\n" +
 		"Architectures: amd64 arm64\nComponents: main\nDescription: d\nMD5Sum:\n" +
 		" " + md5 + "               10 main/binary-amd64/Packages\n" +
-		" " + md5 + "                0 main/binary-amd64/Packages.gz\nSHA1:\n" +
-		" " + sha1 + "               10 main/binary-amd64/Packages\n" +
-		" " + sha1 + "                0 main/binary-amd64/Packages.gz\nSHA256:\n" +
+		" " + md5 + "                0 main/binary-amd64/Packages.gz\nSHA256:\n" +
 		" " + sha256 + "               10 main/binary-amd64/Packages\n" +
 		" " + sha256b + "                0 main/binary-amd64/Packages.gz\n"
 	if string(data) != want {
 		t.Fatalf("Make:\n%s\nwant:\n%s", data, want)
+	}
+	// A SHA-1 given is not written: Release lists what Debian's does.
+	withSHA1 := maps.Clone(files)
+	d := withSHA1["main/binary-amd64/Packages"]
+	d.SHA1 = sha1
+	withSHA1["main/binary-amd64/Packages"] = d
+	if got := Make(h, withSHA1); !bytes.Equal(got, data) {
+		t.Fatalf("Make with a SHA-1:\n%s\nwant:\n%s", got, data)
 	}
 	f, err := Parse(data)
 	if err != nil {
