@@ -1,8 +1,9 @@
 package gen
 
 import (
-	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,13 +27,21 @@ type statCache struct {
 }
 
 const (
-	statCacheHeader  = "armor build cache v2\n"
-	statCacheTrailer = "sha256 " // and the hex SHA-256 of everything before this line
+	statCacheHeader  = "armor build cache v3\n"
+	statCacheTrailer = "crc32c " // and the hex CRC-32C of everything before this line
 )
+
+// statCacheSum is the check of a stat cache file's contents: CRC-32C, computed by the
+// CPU, where SHA-256 took 12 ms of each build at 100,000 inputs to read the file and as
+// much to write it. It guards against a torn or damaged file, as the index cache's
+// entries are; whoever can write the cache directory can change what it says anyway.
+func statCacheSum(b []byte) uint32 { return crc32.Checksum(b, statCacheTable) }
+
+var statCacheTable = crc32.MakeTable(crc32.Castagnoli)
 
 // parseStatCache reads the cache: a header line, one tab-separated line per input (path,
 // size, mtime, sha256, name, version, architecture, source) in path order, one per kept
-// path ("K", path), and a last line with the SHA-256 of the rest. It is plain text rather
+// path ("K", path), and a last line with the CRC-32C of the rest. It is plain text rather
 // than gob because every build reads and writes it: 100,000 entries take tens of
 // milliseconds this way. The checksum lets the file be replaced without an fsync: a torn
 // or damaged cache is ignored whole, which only costs a full read of the inputs. ok is
@@ -47,8 +56,8 @@ func parseStatCache(data []byte) (c *statCache, ok bool) {
 	}
 	sumLine := body[i+1+len(statCacheTrailer):]
 	body = body[:i+1]
-	sum := sha256.Sum256(data[:len(statCacheHeader)+len(body)])
-	if sumLine != hex.EncodeToString(sum[:])+"\n" {
+	sum := binary.BigEndian.AppendUint32(nil, statCacheSum(data[:len(statCacheHeader)+len(body)]))
+	if sumLine != hex.EncodeToString(sum)+"\n" {
 		return empty, false
 	}
 	c = &statCache{Entries: make([]input, 0, strings.Count(body, "\n"))}
@@ -140,9 +149,9 @@ func encodeStatCache(entries []*input, kept []string) []byte {
 
 // appendStatCacheSum appends the checksum line of the cache file b.
 func appendStatCacheSum(b []byte) []byte {
-	sum := sha256.Sum256(b)
+	sum := binary.BigEndian.AppendUint32(nil, statCacheSum(b))
 	b = append(b, statCacheTrailer...)
-	b = hex.AppendEncode(b, sum[:])
+	b = hex.AppendEncode(b, sum)
 	return append(b, '\n')
 }
 

@@ -80,7 +80,7 @@ func FuzzParseStatCache(f *testing.F) {
 	f.Add(sampleStatCache().encode())
 	f.Add((&statCache{}).encode())
 	f.Add([]byte(statCacheHeader))
-	f.Add([]byte("armor build cache v2\nK\tpool/x\nsha256 00\n"))
+	f.Add([]byte("armor build cache v3\nK\tpool/x\ncrc32c 00\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, ok := parseStatCache(data)
 		if !ok {
