@@ -168,19 +168,22 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err := m.Validate(); err != nil {
 		return abort(fmt.Errorf("built manifest is invalid: %w", err))
 	}
+	// The next stat cache is made while the staged files reach the disk and Commit waits
+	// for it, and written only once the commit succeeded: it names what the new release
+	// no longer lists.
+	cacheData := make(chan []byte, 1)
+	go func() { cacheData <- nextStatCache(&o, par.m, m, ins, icache) }()
 	if err := <-pool; err != nil {
+		<-cacheData
 		tw.Abort()
 		return nil, par.explain(err)
 	}
 	if err := tw.Wait(); err != nil {
+		<-cacheData
 		tw.Abort()
 		return nil, err
 	}
 	stats.FilesWritten, stats.BytesWritten = len(tw.staged), tw.written
-	// The next stat cache is made while Commit waits for the disk, and written only once
-	// the commit succeeded: it names what the new release no longer lists.
-	cacheData := make(chan []byte, 1)
-	go func() { cacheData <- nextStatCache(&o, par.m, m, ins, icache) }()
 	if err := cmp.Or(linkAliases(&o, tw), fault("link aliases")); err != nil {
 		<-cacheData
 		tw.Abort()
