@@ -141,14 +141,13 @@ func (s *Server) inspect(ctx context.Context, o api.ObjectRef) (string, error) {
 	return "", nil
 }
 
-// checkKnownMissing checks again, by reading them, the objects of m that are in the
+// checkKnownMissing checks again, by reading them, the objects of m that are in set, the
 // repository's known-missing set, whatever release uses them: it returns those
 // still gone (a 422 naming them), and takes those found intact out of the set. The
 // objects it checked are in checked, so checkObjects does not ask about them again.
-func (s *Server) checkKnownMissing(ctx context.Context, repo string, m *manifest.Manifest) (checked map[string]bool, err error) {
-	set, err := s.st.Missing(ctx, repo)
-	if err != nil || len(set) == 0 {
-		return nil, err
+func (s *Server) checkKnownMissing(ctx context.Context, repo string, set []state.MissingObject, m *manifest.Manifest) (checked map[string]bool, err error) {
+	if len(set) == 0 {
+		return nil, nil
 	}
 	suspect := make(map[string]bool, len(set))
 	for _, x := range set {
@@ -156,15 +155,16 @@ func (s *Server) checkKnownMissing(ctx context.Context, repo string, m *manifest
 	}
 	var refs []api.ObjectRef
 	checked = map[string]bool{}
-	for _, o := range m.Objects() {
+	m.EachObject(func(o manifest.Object) {
 		if suspect[o.SHA256] && !checked[o.SHA256] {
 			refs = append(refs, api.ObjectRef{SHA256: o.SHA256, Size: o.Size})
 			checked[o.SHA256] = true
 		}
-	}
+	})
 	if len(refs) == 0 {
 		return nil, nil
 	}
+	slices.SortFunc(refs, func(a, b api.ObjectRef) int { return strings.Compare(a.SHA256, b.SHA256) })
 	gone, present, err := s.recheck(ctx, refs, "")
 	if err != nil {
 		return nil, err
@@ -208,7 +208,7 @@ func (s *Server) checkActivation(ctx context.Context, repo, id string) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.checkKnownMissing(ctx, repo, m)
+	_, err = s.checkKnownMissing(ctx, repo, set, m)
 	return err
 }
 

@@ -217,7 +217,11 @@ const maxMissingListed = 10
 // the release is refused while any of them is still gone.
 func (s *Server) checkObjects(ctx context.Context, repo state.Repository, m *manifest.Manifest) error {
 	known := s.known.get(ctx, s, repo)
-	rechecked, err := s.checkKnownMissing(ctx, repo.Name, m)
+	set, err := s.st.Missing(ctx, repo.Name)
+	if err != nil {
+		return err
+	}
+	rechecked, err := s.checkKnownMissing(ctx, repo.Name, set, m)
 	if err != nil {
 		return err
 	}
