@@ -54,10 +54,18 @@ func Repair(ctx context.Context, o RepairOptions) (*RepairReport, error) {
 		local[obj.SHA256] = filepath.Join(o.Tree, filepath.FromSlash(p))
 	}
 	local[rel.Manifest] = o.Manifest
+	// Each object comes back from the file that should hold it, if it does; the damaged
+	// copies go first, then the uploads go together, Jobs at a time.
+	var uploads []Upload
+	var repaired []Problem
 	for _, p := range rep.Problems {
 		file, ok := local[p.SHA256]
+		if !ok {
+			out.Unrepairable = append(out.Unrepairable, p)
+			continue
+		}
 		info, err := hashFile(file)
-		if !ok || err != nil || info.SHA256 != p.SHA256 {
+		if err != nil || info.SHA256 != p.SHA256 {
 			out.Unrepairable = append(out.Unrepairable, p)
 			continue
 		}
@@ -66,11 +74,15 @@ func Repair(ctx context.Context, o RepairOptions) (*RepairReport, error) {
 				return out, fmt.Errorf("repair %s: delete the damaged object: %w", p.SHA256, err)
 			}
 		}
-		if _, err := UploadMissing(ctx, o.Store, []Upload{{SHA256: p.SHA256, Size: info.Size, Path: file}}, UploadOptions{}); err != nil {
-			return out, fmt.Errorf("repair %s: %w", p.SHA256, err)
-		}
-		out.Repaired = append(out.Repaired, p)
+		uploads = append(uploads, Upload{SHA256: p.SHA256, Size: info.Size, Path: file})
+		repaired = append(repaired, p)
 	}
+	if len(uploads) > 0 {
+		if _, err := UploadMissing(ctx, o.Store, uploads, UploadOptions{Concurrency: o.Jobs}); err != nil {
+			return out, fmt.Errorf("repair: upload %d objects again: %w", len(uploads), err)
+		}
+	}
+	out.Repaired = repaired
 	if len(out.Unrepairable) > 0 {
 		return out, fmt.Errorf("%w: %d of %d (push from a machine that has them, or rebuild)", ErrUnrepairable, len(out.Unrepairable), len(rep.Problems))
 	}
