@@ -96,20 +96,14 @@ func publicBase(secretPath string) string {
 
 // exportPublic writes base.asc (armored) and base.gpg (binary keyring for Signed-By).
 func exportPublic(k *sign.Key, base string) error {
-	var asc, bin bytes.Buffer
-	if err := k.WritePublicArmored(&asc); err != nil {
-		return err
-	}
+	var bin bytes.Buffer
 	if err := k.WritePublicKeyring(&bin); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(base), 0o755); err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(base+".asc", asc.Bytes(), 0o644); err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(base+".gpg", bin.Bytes(), 0o644)
+	return writeKeyring(base, bin.Bytes())
 }
 
 func printKey(g *Globals, k *sign.Key, path string) error {
