@@ -154,10 +154,14 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 			return err
 		}
 		plains[plain] = data
+		var names []string
 		for _, p := range bySum[plain] {
 			if !strings.Contains(p, "/by-hash/") { // the build takes an index by its name
-				made.add(p, data)
+				names = append(names, p)
 			}
+		}
+		for _, p := range names {
+			made.add(p, data, len(names) > 1)
 		}
 	}
 	if err := syncTree(filepath.Join(o.TreeDir, "dists")); err != nil {
@@ -201,33 +205,43 @@ func seedChunks(o *Options, fetched []manifest.File, all map[string]manifest.Fil
 // madeIndexes are the plain Packages indexes hydrate made, by path in the tree, until
 // the build takes them. A nil *madeIndexes holds nothing and takes nothing.
 type madeIndexes struct {
-	mu    sync.Mutex
-	files map[string][]byte
+	mu     sync.Mutex
+	files  map[string][]byte
+	shared map[string]bool // the bytes are those of another path too
 }
 
-func (m *madeIndexes) add(path string, data []byte) {
+// add holds data as the index at path; shared says that another path has the same bytes
+// (two indexes of equal contents), which then must not be changed in place.
+func (m *madeIndexes) add(path string, data []byte, shared bool) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.files == nil {
-		m.files = map[string][]byte{}
+		m.files, m.shared = map[string][]byte{}, map[string]bool{}
 	}
-	m.files[path] = data
+	m.files[path], m.shared[path] = data, shared
 }
 
 // take returns the index at path, which the tree holds too, and forgets it; nil if
 // hydrate did not make it.
 func (m *madeIndexes) take(path string) []byte {
+	data, _ := m.takeShared(path)
+	return data
+}
+
+// takeShared is take, and says whether another path was given the same bytes.
+func (m *madeIndexes) takeShared(path string) (data []byte, shared bool) {
 	if m == nil {
-		return nil
+		return nil, false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	data := m.files[path]
+	data, shared = m.files[path], m.shared[path]
 	delete(m.files, path)
-	return data
+	delete(m.shared, path)
+	return data, shared
 }
 
 // fileHas reports whether the file at p has the digest sum.
