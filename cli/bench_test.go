@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -181,10 +181,18 @@ func benchColdRunner(b *testing.B, kind string, n int, processes bool) {
 }
 
 // runBench runs the armor binary with args, decodes its standard output into out unless
-// out is nil, and returns the peak resident memory of the process in MiB.
+// out is nil, and returns the peak resident memory of the process in MiB, as GNU time
+// reports it. The process's own rusage would not do: a child that Go starts (clone with
+// CLONE_VM, then exec) is charged the peak of the benchmark's whole address space at the
+// exec; time's child is forked from time, whose address space is small.
 func runBench(b *testing.B, bin string, out any, args ...string) float64 {
 	b.Helper()
-	cmd := exec.Command(bin, args...)
+	const gnuTime = "/usr/bin/time"
+	if _, err := os.Stat(gnuTime); err != nil {
+		b.Fatalf("%s is needed to measure the peak memory of armor's processes: apt-get install time", gnuTime)
+	}
+	report := filepath.Join(b.TempDir(), "time")
+	cmd := exec.Command(gnuTime, append([]string{"-f", "%M", "-o", report, bin}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -195,11 +203,15 @@ func runBench(b *testing.B, bin string, out any, args ...string) float64 {
 			b.Fatalf("armor %s: %v\n%s", strings.Join(args, " "), err, stdout.String())
 		}
 	}
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	if !ok {
-		b.Fatal("no resource usage of the armor process")
+	data, err := os.ReadFile(report)
+	if err != nil {
+		b.Fatal(err)
 	}
-	return float64(ru.Maxrss) / 1024 // kilobytes on Linux
+	kb, err := strconv.ParseFloat(strings.TrimSpace(string(data)), 64)
+	if err != nil {
+		b.Fatalf("%s -f %%M wrote %q: %v", gnuTime, data, err)
+	}
+	return kb / 1024
 }
 
 // benchProfile profiles one timed run when $ARMOR_BENCH_PROFILE names a file prefix:
