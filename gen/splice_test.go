@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
+
+	"github.com/armor-apt/armor/manifest"
 )
 
 // TestSplice: an index spliced in place of its previous version is byte for byte the
@@ -100,4 +103,44 @@ func foreignBytes(stanzas [][]byte, from []int) int {
 		}
 	}
 	return n
+}
+
+// TestIndexStanzasSplicedInPlace: the stanzas of an index whose old copy hydrate made (with
+// room to spare, as Gunzip leaves) and nothing else holds come back laid out in that
+// copy's array, so that index.Build takes them without a copy; a copy another index
+// shares is left as it was.
+func TestIndexStanzasSplicedInPlace(t *testing.T) {
+	const indexPath = "dists/s/main/binary-amd64/Packages"
+	var old []*manifest.Package
+	var file []byte
+	for i := range 50 {
+		p := &manifest.Package{Suite: "s", Component: "main", Name: fmt.Sprintf("p%03d", i), Version: "1", Architecture: "amd64",
+			Path: fmt.Sprintf("pool/main/p/p%03d.deb", i), SHA256: fmt.Sprintf("%064d", i)}
+		old = append(old, p)
+		file = fmt.Appendf(file, "Package: %s\nFilename: %s\nSHA256: %s\n\n", p.Name, p.Path, p.SHA256)
+	}
+	members := append(slices.Clone(old[:20]), old[21:]...) // one removed
+	for _, shared := range []bool{false, true} {
+		data := append(make([]byte, 0, len(file)+len(file)/64), file...)
+		par := &parent{made: &madeIndexes{}}
+		par.made.add(indexPath, data, shared)
+		stanzas, err := indexStanzas(t.TempDir(), indexPath, members, old, &inputSet{}, par)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []byte
+		for _, st := range stanzas {
+			want = append(append(want, st...), '\n')
+		}
+		if got := bytes.Count(want, []byte("Package: ")); got != len(members) {
+			t.Fatalf("shared %v: %d stanzas, want %d", shared, got, len(members))
+		}
+		inPlace := contiguousIn(stanzas, data[:len(want)])
+		if inPlace == shared {
+			t.Errorf("shared %v: laid out in the old copy's array: %v", shared, inPlace)
+		}
+		if shared && !bytes.Equal(data, file) {
+			t.Errorf("a shared copy was changed")
+		}
+	}
 }
