@@ -1,12 +1,16 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,15 +29,21 @@ import (
 // of the release the previous run activated, as a pipeline after git pull would.
 func BenchmarkColdRunner10k(b *testing.B) {
 	for _, kind := range []string{"local", "s3"} {
-		b.Run(kind, func(b *testing.B) { benchColdRunner(b, kind, 10_000) })
+		b.Run(kind, func(b *testing.B) { benchColdRunner(b, kind, 10_000, false) })
 	}
 }
 
 // BenchmarkColdRunner100k is the same at 100,000 packages, on the local store (its setup
 // publishes the 100,000 packages once: minutes).
-func BenchmarkColdRunner100k(b *testing.B) { benchColdRunner(b, "local", 100_000) }
+func BenchmarkColdRunner100k(b *testing.B) { benchColdRunner(b, "local", 100_000, false) }
 
-func benchColdRunner(b *testing.B, kind string, n int) {
+// BenchmarkColdRunner100kProcesses is BenchmarkColdRunner100k with armor build and
+// armor push run as a CI job runs them: two processes of the armor binary ($ARMOR_BIN,
+// or one built for the benchmark), each with its own peak resident memory, without the
+// benchmark's own heap and controld's beside them.
+func BenchmarkColdRunner100kProcesses(b *testing.B) { benchColdRunner(b, "local", 100_000, true) }
+
+func benchColdRunner(b *testing.B, kind string, n int, processes bool) {
 	var remote string
 	switch kind {
 	case "local":
@@ -83,6 +93,13 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 		b.Fatal(err)
 	}
 
+	var bin string
+	if processes {
+		bin = armorBinary(b)
+	}
+	// The build and push commands set a soft memory limit; runBuild and runPush, which
+	// the in-process runs call, leave that to the commands.
+	limitBatchMemory()
 	var wall time.Duration
 	var requests int64
 	var peak, buildPeak, base float64 // base: what the process holds before a run (controld in process, the setup's heap)
@@ -106,6 +123,23 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 		rdata := strings.Replace(string(data), fmt.Sprintf(`, %q]`, filepath.Join(benchkit.Debs(b, "..", n), "*.deb")), "]", 1)
 		if err := os.WriteFile(rcfg, []byte(rdata), 0o644); err != nil {
 			b.Fatal(err)
+		}
+		if processes {
+			b.StartTimer()
+			t0 := time.Now()
+			var res struct{ Stats struct{ Packages int } }
+			buildRSS := runBench(b, bin, &res, "--json", "-c", rcfg, "build")
+			pushRSS := runBench(b, bin, nil, "-c", rcfg, "push")
+			wall += time.Since(t0)
+			b.StopTimer()
+			buildPeak, peak = max(buildPeak, buildRSS), max(peak, buildRSS, pushRSS)
+			if res.Stats.Packages != n+1+i {
+				b.Fatalf("run %d: %d packages, want %d", i, res.Stats.Packages, n+1+i)
+			}
+			if manifestData, err = os.ReadFile(filepath.Join(runner, testManifestName)); err != nil {
+				b.Fatal(err)
+			}
+			continue
 		}
 		benchkit.ResetPeak(b)
 		base = max(base, benchkit.MiB(b, "VmRSS"))
@@ -140,8 +174,44 @@ func benchColdRunner(b *testing.B, kind string, n int) {
 	b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "build+push-ms")
 	b.ReportMetric(peak, "peak-MiB")
 	b.ReportMetric(buildPeak, "build-peak-MiB")
-	b.ReportMetric(base, "base-MiB")
-	b.ReportMetric(float64(requests)/float64(b.N), "store-requests")
+	if !processes {
+		b.ReportMetric(base, "base-MiB")
+		b.ReportMetric(float64(requests)/float64(b.N), "store-requests")
+	}
+}
+
+// runBench runs the armor binary with args, decodes its standard output into out unless
+// out is nil, and returns the peak resident memory of the process in MiB, as GNU time
+// reports it. The process's own rusage would not do: a child that Go starts (clone with
+// CLONE_VM, then exec) is charged the peak of the benchmark's whole address space at the
+// exec; time's child is forked from time, whose address space is small.
+func runBench(b *testing.B, bin string, out any, args ...string) float64 {
+	b.Helper()
+	const gnuTime = "/usr/bin/time"
+	if _, err := os.Stat(gnuTime); err != nil {
+		b.Fatalf("%s is needed to measure the peak memory of armor's processes: apt-get install time", gnuTime)
+	}
+	report := filepath.Join(b.TempDir(), "time")
+	cmd := exec.Command(gnuTime, append([]string{"-f", "%M", "-o", report, bin}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		b.Fatalf("armor %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	if out != nil {
+		if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
+			b.Fatalf("armor %s: %v\n%s", strings.Join(args, " "), err, stdout.String())
+		}
+	}
+	data, err := os.ReadFile(report)
+	if err != nil {
+		b.Fatal(err)
+	}
+	kb, err := strconv.ParseFloat(strings.TrimSpace(string(data)), 64)
+	if err != nil {
+		b.Fatalf("%s -f %%M wrote %q: %v", gnuTime, data, err)
+	}
+	return kb / 1024
 }
 
 // benchProfile profiles one timed run when $ARMOR_BENCH_PROFILE names a file prefix:

@@ -50,6 +50,7 @@ func (c *BuildCmd) Run(g *Globals) error {
 func build(g *Globals, f BuildFlags, o buildOptions) error {
 	o.FromActive, o.AllowRemovals, o.Controld = f.FromActive, f.AllowRemovals, f.ControldFlags
 	o.Progress = newProgress(g.stderr, "build")
+	limitBatchMemory()
 	res, err := runBuild(g.ctx, g.Config, o)
 	if err != nil {
 		return err

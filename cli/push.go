@@ -46,6 +46,7 @@ func (c *PushCmd) Run(g *Globals) error {
 		Activate: !c.NoActivate, Force: c.Force, DryRun: c.DryRun, Jobs: c.Jobs, StoreOnly: c.StoreOnly,
 		Controld: c.ControldFlags, Progress: g.stderr,
 	}
+	limitBatchMemory()
 	if c.Repair {
 		r, err := repair(g, c.Jobs, c.ReadData)
 		if err != nil {

@@ -357,7 +357,7 @@ func TestBuildAndPushLock(t *testing.T) {
 
 // armorBinary is the armor binary for tests that run it as separate processes:
 // $ARMOR_BIN (bin/armor after make build), or one built for the test.
-func armorBinary(t *testing.T) string {
+func armorBinary(t testing.TB) string {
 	t.Helper()
 	if bin := os.Getenv("ARMOR_BIN"); bin != "" {
 		return bin

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/armor-apt/armor/gen/index"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -73,7 +72,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	stats := Stats{Inputs: len(ins.all), Read: ins.read, Added: diff.added, Removed: diff.removed, Copied: chg.copied, Pruned: chg.pruned}
 
 	// From here on files are staged in the tree; nothing is visible before the commit.
-	icache, err := index.OpenCache(filepath.Join(o.CacheDir, "chunks"))
+	icache, err := par.made.indexCache(filepath.Join(o.CacheDir, "chunks"))
 	if err != nil {
 		return nil, fmt.Errorf("open index cache: %w", err)
 	}

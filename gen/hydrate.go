@@ -154,23 +154,29 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 			return err
 		}
 		plains[plain] = data
+		var names []string
 		for _, p := range bySum[plain] {
 			if !strings.Contains(p, "/by-hash/") { // the build takes an index by its name
-				made.add(p, data)
+				names = append(names, p)
 			}
+		}
+		for _, p := range names {
+			made.add(p, data, len(names) > 1)
 		}
 	}
 	if err := syncTree(filepath.Join(o.TreeDir, "dists")); err != nil {
 		return fmt.Errorf("parent release %s: %w", prev.ID, err)
 	}
-	seedChunks(o, todo, all, plains, members, got)
+	made.seeded(seedChunks(o, todo, all, plains, members, got))
 	return nil
 }
 
 // seedChunks fills the index chunk cache from the fetched indexes: a fresh runner then
 // compresses only the chunks its change touches, not the whole index again. Seeding is
-// an optimisation, and its failures cost only time.
-func seedChunks(o *Options, fetched []manifest.File, all map[string]manifest.File, plains map[string][]byte, members map[string][]index.GzipMember, got map[string][]byte) {
+// an optimisation, and its failures cost only time. It returns the cache, nil if it
+// seeded nothing: the entries are written in the background, and the build takes them
+// from that cache meanwhile.
+func seedChunks(o *Options, fetched []manifest.File, all map[string]manifest.File, plains map[string][]byte, members map[string][]index.GzipMember, got map[string][]byte) *index.Cache {
 	var icache *index.Cache
 	for _, f := range fetched {
 		if !strings.HasSuffix(f.Path, "/Packages") {
@@ -187,47 +193,97 @@ func seedChunks(o *Options, fetched []manifest.File, all map[string]manifest.Fil
 		if icache == nil {
 			var err error
 			if icache, err = index.OpenCache(filepath.Join(o.CacheDir, "chunks")); err != nil {
-				return
+				return nil
 			}
 		}
 		// Each form was checked against the SHA-256 the parent's manifest lists, as its
 		// signed Release does: the parent vouches that its xz decompresses to its plain
 		// index (apt checks that), so the xz blocks are not decoded. A plain index made
 		// of gz comes with gz's members, which are not decoded again either.
-		_, _ = icache.SeedPublished(f.Path, index.Published{Plain: plain, Gzip: gz, Xz: xz, GzipMembers: members[f.SHA256], Signed: true})
+		_, _ = icache.SeedPublished(f.Path, index.Published{Plain: plain, Gzip: gz, Xz: xz, GzipMembers: members[f.SHA256], Signed: true, Background: true})
 	}
+	return icache
 }
 
 // madeIndexes are the plain Packages indexes hydrate made, by path in the tree, until
 // the build takes them. A nil *madeIndexes holds nothing and takes nothing.
 type madeIndexes struct {
-	mu    sync.Mutex
-	files map[string][]byte
+	mu     sync.Mutex
+	files  map[string][]byte
+	shared map[string]bool // the bytes are those of another path too
+	// icache is the index cache hydrate seeded, whose entries may still be being
+	// written (see index.Published.Background); nil if it seeded none.
+	icache *index.Cache
 }
 
-func (m *madeIndexes) add(path string, data []byte) {
+// seeded notes the index cache hydrate seeded.
+func (m *madeIndexes) seeded(c *index.Cache) {
+	if m == nil {
+		c.Wait()
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.icache = c
+}
+
+// indexCache returns the index cache hydrate seeded, or opens the cache in dir.
+func (m *madeIndexes) indexCache(dir string) (*index.Cache, error) {
+	if m == nil {
+		return index.OpenCache(dir)
+	}
+	m.mu.Lock()
+	c := m.icache
+	m.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	return index.OpenCache(dir)
+}
+
+// wait waits for the writing of the entries hydrate seeded.
+func (m *madeIndexes) wait() {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	c := m.icache
+	m.mu.Unlock()
+	c.Wait()
+}
+
+// add holds data as the index at path; shared says that another path has the same bytes
+// (two indexes of equal contents), which then must not be changed in place.
+func (m *madeIndexes) add(path string, data []byte, shared bool) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.files == nil {
-		m.files = map[string][]byte{}
+		m.files, m.shared = map[string][]byte{}, map[string]bool{}
 	}
-	m.files[path] = data
+	m.files[path], m.shared[path] = data, shared
 }
 
 // take returns the index at path, which the tree holds too, and forgets it; nil if
 // hydrate did not make it.
 func (m *madeIndexes) take(path string) []byte {
+	data, _ := m.takeShared(path)
+	return data
+}
+
+// takeShared is take, and says whether another path was given the same bytes.
+func (m *madeIndexes) takeShared(path string) (data []byte, shared bool) {
 	if m == nil {
-		return nil
+		return nil, false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	data := m.files[path]
+	data, shared = m.files[path], m.shared[path]
 	delete(m.files, path)
-	return data
+	delete(m.shared, path)
+	return data, shared
 }
 
 // fileHas reports whether the file at p has the digest sum.

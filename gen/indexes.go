@@ -212,15 +212,18 @@ func writeIndex(tw *treeWriter, icache *index.Cache, indexPath string, stanzas [
 // tree's indexes read ahead.
 func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins *inputSet, par *parent) ([][]byte, error) {
 	var prev *oldIndex
+	src := -1 // the number of the stanza in prev that stanza returned, or -1
 	stanza := func(p *manifest.Package) ([]byte, error) {
+		src = -1
 		if in := ins.fresh[p.SHA256]; in != nil && in.pkg != nil {
 			return in.pkg.Stanza(p.Path), nil
 		}
 		if prev == nil {
 			prev = readOldIndex(tree, indexPath, old, par.old, par.made)
 		}
-		if st := prev.find(p); st != nil {
-			return st, nil
+		if i := prev.locate(p); i >= 0 {
+			src = i
+			return prev.stanzas[i], nil
 		}
 		// A package copied from another suite or component, or moved between
 		// architectures' indexes: the parent lists its stanza in another index.
@@ -239,12 +242,21 @@ func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins 
 		return pkg.Stanza(p.Path), nil
 	}
 	out := make([][]byte, 0, len(members))
+	from := make([]int, 0, len(members)) // see oldIndex.splice
 	for _, p := range members {
 		st, err := stanza(p)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, withPhase(st, p.Phased))
+		ph := withPhase(st, p.Phased)
+		if len(ph) != len(st) || len(st) == 0 || &ph[0] != &st[0] {
+			src = -1 // changed: no longer the old stanza
+		}
+		out = append(out, ph)
+		from = append(from, src)
+	}
+	if prev != nil {
+		out = prev.splice(out, from)
 	}
 	return out, nil
 }

@@ -13,8 +13,13 @@ import (
 
 // oldIndex is the tree's current Packages file, split into stanzas.
 type oldIndex struct {
+	data    []byte // the file
 	stanzas [][]byte
+	offs    []int    // where each stanza starts in data
 	sums    [][]byte // the SHA256 field of each stanza
+	// own is true when nothing else holds data: the new index may then be spliced in
+	// its place (see splice).
+	own bool
 	// members[i] is the package of stanzas[i], when the file lists exactly the previous
 	// release's members in order: then stanzas are found by walking both lists together.
 	members []*manifest.Package
@@ -37,8 +42,10 @@ func readOldIndex(tree, indexPath string, members []*manifest.Package, pf *prefe
 // load returns the tree's index at indexPath (relative to the tree), split, expecting
 // about n stanzas: as hydrate made it, if it did, else read from the tree.
 func (m *madeIndexes) load(tree, indexPath string, n int) *oldIndex {
-	if data := m.take(indexPath); data != nil {
-		return splitOldIndex(data, n)
+	if data, shared := m.takeShared(indexPath); data != nil {
+		x := splitOldIndex(data, n)
+		x.own = !shared
+		return x
 	}
 	return loadOldIndex(filepath.Join(tree, filepath.FromSlash(indexPath)), n)
 }
@@ -50,23 +57,27 @@ func loadOldIndex(file string, n int) *oldIndex {
 	if err != nil {
 		return &oldIndex{}
 	}
-	return splitOldIndex(data, n)
+	x := splitOldIndex(data, n)
+	x.own = true
+	return x
 }
 
 // splitOldIndex splits the bytes of an index file, expecting about n stanzas.
 func splitOldIndex(data []byte, n int) *oldIndex {
-	x := &oldIndex{}
-	x.stanzas, x.sums = make([][]byte, 0, n+1), make([][]byte, 0, n+1)
-	for len(data) > 0 {
-		end := bytes.Index(data, []byte("\n\n"))
+	x := &oldIndex{data: data}
+	x.stanzas, x.sums, x.offs = make([][]byte, 0, n+1), make([][]byte, 0, n+1), make([]int, 0, n+1)
+	for off := 0; off < len(data); {
+		end := bytes.Index(data[off:], []byte("\n\n"))
 		var st []byte
 		if end < 0 {
-			st, data = data, nil
+			st = data[off:]
 		} else {
-			st, data = data[:end+1], data[end+2:]
+			st = data[off : off+end+1]
 		}
 		x.stanzas = append(x.stanzas, st)
+		x.offs = append(x.offs, off)
 		x.sums = append(x.sums, stanzaField(st, "\nSHA256: "))
+		off += len(st) + 1
 	}
 	return x
 }
@@ -87,6 +98,14 @@ func (x *oldIndex) attach(members []*manifest.Package) {
 
 // find returns the stanza of p, or nil. Calls come in canonical order.
 func (x *oldIndex) find(p *manifest.Package) []byte {
+	if i := x.locate(p); i >= 0 {
+		return x.stanzas[i]
+	}
+	return nil
+}
+
+// locate returns the number of the stanza of p, or -1. Calls come in canonical order.
+func (x *oldIndex) locate(p *manifest.Package) int {
 	i := -1
 	if x.members != nil {
 		for x.next < len(x.members) && comparePackages(*x.members[x.next], *p) < 0 {
@@ -108,9 +127,9 @@ func (x *oldIndex) find(p *manifest.Package) []byte {
 	}
 	// The stanza must describe this very file at this very path.
 	if i < 0 || string(x.sums[i]) != p.SHA256 || string(stanzaField(x.stanzas[i], "\nFilename: ")) != p.Path {
-		return nil
+		return -1
 	}
-	return x.stanzas[i]
+	return i
 }
 
 // stanzaField returns the value of the field whose "\nName: " prefix is given, or nil.
@@ -253,4 +272,77 @@ func (pf *prefetch) stop() {
 	}
 	close(pf.quit)
 	<-pf.done
+}
+
+// splice lays out the new index of stanzas in x's array, in place, and returns the
+// stanzas as slices of it, one after the other, each followed by "\n", as index.Build
+// then takes them without a copy: at 100,000 packages an index is 80 MB, and a build
+// that kept the old one beside the new one would hold both at once. from[k] is the
+// number of x's stanza that stanzas[k] is, or -1 for a stanza from elsewhere.
+//
+// It does so only when that is safe and worth it: nothing else holds x's array (own),
+// the new index fits in its capacity, x's stanzas come in x's order, each at most once,
+// and the others are few (they are copied aside first, since they may be anywhere).
+// Otherwise it returns stanzas as they are. Either way x is spent: its array may have
+// been overwritten.
+func (x *oldIndex) splice(stanzas [][]byte, from []int) [][]byte {
+	defer func() { *x = oldIndex{} }()
+	if !x.own || len(stanzas) == 0 {
+		return stanzas
+	}
+	total, foreign, last := 0, 0, -1
+	for k, st := range stanzas {
+		total += len(st) + 1
+		if from[k] < 0 {
+			foreign += len(st)
+			continue
+		}
+		if from[k] <= last || len(st) != len(x.stanzas[from[k]]) {
+			return stanzas
+		}
+		last = from[k]
+	}
+	if total > cap(x.data) || foreign > total/8 {
+		return stanzas
+	}
+	side := make([]byte, 0, foreign)
+	for k, st := range stanzas {
+		if from[k] < 0 {
+			side = append(side, st...)
+		}
+	}
+	buf := x.data[:max(len(x.data), total)]
+	at := make([]int, len(stanzas)) // where each stanza goes
+	n := 0
+	for k, st := range stanzas {
+		at[k] = n
+		n += len(st) + 1
+	}
+	// A stanza moving towards the start cannot overwrite one still to move if they move
+	// in order, first to last; one moving towards the end, if they move last to first.
+	move := func(k int) {
+		o, l := x.offs[from[k]], len(stanzas[k])
+		copy(buf[at[k]:], buf[o:o+l])
+		buf[at[k]+l] = '\n'
+	}
+	for k := range stanzas {
+		if from[k] >= 0 && at[k] <= x.offs[from[k]] {
+			move(k)
+		}
+	}
+	for k := len(stanzas) - 1; k >= 0; k-- {
+		if from[k] >= 0 && at[k] > x.offs[from[k]] {
+			move(k)
+		}
+	}
+	for k, st := range stanzas {
+		l := len(st)
+		if from[k] < 0 {
+			copy(buf[at[k]:], side[:l])
+			side = side[l:]
+			buf[at[k]+l] = '\n'
+		}
+		stanzas[k] = buf[at[k] : at[k]+l]
+	}
+	return stanzas
 }

@@ -155,6 +155,7 @@ func (l *loader) close() {
 	close(l.stop)
 	<-l.done
 	l.old.stop()
+	l.made.wait()
 }
 
 // parentDiff is how a release's packages differ from its parent's.

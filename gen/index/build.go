@@ -39,6 +39,10 @@ type Digests = release.Digests
 //
 // The result depends only on stanzas, never on name or on what c holds. Compression of the
 // chunks missing from c, and hashing, run on all cores.
+//
+// When the stanzas already lie one after the other in one array, each followed by one
+// "\n" (an index spliced in place from its previous version), Files.Plain is that array's
+// bytes, not a copy: the caller must not change them while it uses Files.
 func Build(stanzas [][]byte, c *Cache, name string) (*Files, error) {
 	return build(stanzas, c, name, defaultChunking)
 }
@@ -74,10 +78,15 @@ func build(stanzas [][]byte, c *Cache, name string, ck chunking) (*Files, error)
 	if len(chunks) == 0 {
 		return emptyFiles()
 	}
-	f := &Files{Plain: make([]byte, total)}
-	// Lay out the plain bytes, hash each chunk and see what the cache holds.
+	// Lay out the plain bytes (unless they are laid out already), hash each chunk and see
+	// what the cache holds.
+	plain, inPlace := contiguous(stanzas, total), true
+	if plain == nil {
+		plain, inPlace = make([]byte, total), false
+	}
+	f := &Files{Plain: plain}
 	if err := parallel(len(chunks), func(i int) error {
-		fillChunk(&chunks[i], stanzas, f.Plain, c)
+		fillChunk(&chunks[i], stanzas, f.Plain, inPlace, c)
 		return nil
 	}); err != nil {
 		return nil, err
@@ -168,13 +177,35 @@ func hashStanzas(stanzas [][]byte) ([]uint32, error) {
 	return hashes, err
 }
 
-// fillChunk copies the chunk's stanzas into plain, hashes them and notes whether the cache
-// holds their gzip member.
-func fillChunk(ch *chunk, stanzas [][]byte, plain []byte, c *Cache) {
-	p := plain[ch.off:ch.off]
-	for _, s := range stanzas[ch.first:ch.end] {
-		p = append(p, s...)
-		p = append(p, '\n')
+// contiguous returns the plain index of stanzas, total bytes long, when the stanzas lie
+// one after the other in one array, each followed by "\n": then it is their array's bytes.
+// Otherwise it returns nil.
+func contiguous(stanzas [][]byte, total int) []byte {
+	if len(stanzas) == 0 || cap(stanzas[0]) < total {
+		return nil
+	}
+	for i, s := range stanzas {
+		n := len(s)
+		if n == 0 || cap(s) < n+1 || s[:n+1][n] != '\n' {
+			return nil
+		}
+		if i+1 < len(stanzas) && (cap(s) < n+2 || len(stanzas[i+1]) == 0 || &s[:n+2][n+1] != &stanzas[i+1][0]) {
+			return nil
+		}
+	}
+	return stanzas[0][:total:total]
+}
+
+// fillChunk copies the chunk's stanzas into plain (unless they are there already: inPlace),
+// hashes them and notes whether the cache holds their gzip member.
+func fillChunk(ch *chunk, stanzas [][]byte, plain []byte, inPlace bool, c *Cache) {
+	p := plain[ch.off : ch.off+ch.size]
+	if !inPlace {
+		p = p[:0]
+		for _, s := range stanzas[ch.first:ch.end] {
+			p = append(p, s...)
+			p = append(p, '\n')
+		}
 	}
 	if c == nil {
 		return

@@ -327,3 +327,43 @@ func FuzzBuild(f *testing.F) {
 		checkDigests(t, got)
 	})
 }
+
+// TestBuildContiguousStanzas: stanzas that already lie one after the other in one array,
+// each followed by a newline, give the same index as the same stanzas anywhere, and that
+// array is the plain index, not a copy of it; stanzas that only nearly do are copied.
+func TestBuildContiguousStanzas(t *testing.T) {
+	stanzas := synthStanzas(500, 21)
+	var plain []byte
+	for _, st := range stanzas {
+		plain = append(append(plain, st...), '\n')
+	}
+	laidOut := make([][]byte, len(stanzas))
+	for i, off := 0, 0; i < len(stanzas); i++ {
+		laidOut[i] = plain[off : off+len(stanzas[i])]
+		off += len(stanzas[i]) + 1
+	}
+	want, err := Build(stanzas, nil, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Build(laidOut, nil, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Digests != want.Digests || !bytes.Equal(got.Plain, want.Plain) || !bytes.Equal(got.Xz, want.Xz) || !bytes.Equal(got.Gzip, want.Gzip) {
+		t.Fatalf("index of stanzas laid out in one array differs: %+v, want %+v", got.Digests, want.Digests)
+	}
+	if &got.Plain[0] != &plain[0] || len(got.Plain) != len(plain) {
+		t.Errorf("the plain index is a copy, not the array the stanzas lie in")
+	}
+	// A separator that is not a newline: the stanzas are not the plain index.
+	sep := len(laidOut[0])
+	plain[sep] = 'X'
+	got, err = Build(laidOut, nil, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &got.Plain[0] == &plain[0] || got.Plain[sep] != '\n' {
+		t.Errorf("stanzas not each followed by a newline were taken as the plain index")
+	}
+}

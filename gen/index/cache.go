@@ -38,7 +38,9 @@ type Cache struct {
 	dir string
 
 	mu   sync.Mutex
-	used map[string]struct{} // entry names read or written since OpenCache
+	used map[string]struct{}  // entry names read or written since OpenCache
+	held map[string]heldEntry // entries seeded in the background, in memory until written
+	bg   sync.WaitGroup       // the background writing of held entries
 
 	hits, misses, corrupt, digested atomic.Int64
 }
@@ -96,6 +98,9 @@ func (c *Cache) markUsed(name string) {
 // size returns the payload length of the entry called name, if the entry exists and is
 // long enough to hold a trailer. Its contents are checked when it is read.
 func (c *Cache) size(name string) (payload int, ok bool) {
+	if e, ok := c.heldEntry(name); ok {
+		return len(e.payload), true
+	}
 	info, err := os.Stat(filepath.Join(c.dir, name))
 	if err != nil || !info.Mode().IsRegular() || info.Size() < trailerSize {
 		return 0, false
@@ -115,6 +120,11 @@ type meta struct {
 // missing, has changed length since size, or fails its check; then dst holds garbage. Only
 // an unexpected read error is returned as an error.
 func (c *Cache) readInto(name string, dst []byte) (m meta, ok bool, err error) {
+	if e, held := c.heldEntry(name); held && len(e.payload) == len(dst) {
+		copy(dst, e.payload)
+		c.markUsed(name)
+		return e.meta, true, nil
+	}
 	f, err := os.Open(filepath.Join(c.dir, name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return meta{}, false, nil
@@ -198,6 +208,57 @@ func (c *Cache) put(name string, payload []byte, aux uint64) (crc uint32, err er
 	}
 	c.markUsed(name)
 	return crc, nil
+}
+
+// heldEntry is an entry a background seeding holds in memory until it is written: its
+// payload (a slice of a published file, checked by the seeding) and what its trailer
+// records.
+type heldEntry struct {
+	payload []byte
+	meta
+}
+
+// heldEntry returns the entry called name if it is held in memory.
+func (c *Cache) heldEntry(name string) (heldEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.held[name]
+	return e, ok
+}
+
+// hold keeps the entries in memory, where size and readInto find them at once, and writes
+// them to disk on one goroutine in the background, dropping each from memory once it is
+// written; Wait waits for that. A failed write is dropped too: the entry is then
+// compressed again by the Build after the next, which costs only time, as for any entry
+// the cache lacks. Writing is serial because the file system serialises the creation of
+// entries in one directory anyway, and it leaves the other core to the build.
+func (c *Cache) hold(names []string, entries []heldEntry) {
+	c.mu.Lock()
+	if c.held == nil {
+		c.held = make(map[string]heldEntry, len(names))
+	}
+	for i, name := range names {
+		c.held[name] = entries[i]
+	}
+	c.mu.Unlock()
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		for i, name := range names {
+			_, _ = c.put(name, entries[i].payload, entries[i].aux)
+			c.mu.Lock()
+			delete(c.held, name)
+			c.mu.Unlock()
+		}
+	}()
+}
+
+// Wait waits until every entry seeded in the background (SeedPublished with
+// Published.Background) is written to disk, or failed to be.
+func (c *Cache) Wait() {
+	if c != nil {
+		c.bg.Wait()
+	}
 }
 
 // Retention. Prune deletes an entry only when no Build used it since OpenCache and it has

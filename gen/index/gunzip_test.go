@@ -179,3 +179,47 @@ func FuzzGunzip(f *testing.F) {
 		}
 	})
 }
+
+// TestSeedPublishedBackground: entries seeded in the background serve a Build on the same
+// Cache at once, while they are written, and are all on disk once Wait returns, where a
+// Build on a newly opened Cache finds them.
+func TestSeedPublishedBackground(t *testing.T) {
+	base := synthStanzas(1500, 65)
+	parent, err := Build(base, nil, testName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, members, err := Gunzip(parent.Gzip, len(parent.Plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	c := openCache(t, dir)
+	st, err := c.SeedPublished(testName, Published{Plain: plain, Gzip: parent.Gzip, Xz: parent.Xz, GzipMembers: members, Signed: true, Background: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Gzip.Seeded != st.Chunks || st.XZ.Seeded != st.Chunks {
+		t.Fatalf("seed stats %+v: want every chunk of both forms seeded", st)
+	}
+	got, err := Build(base, c, testName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, got, parent)
+	if s := c.Stats(); s.Misses != 0 {
+		t.Errorf("build stats %+v: want no compression", s)
+	}
+	c.Wait()
+	if n := len(c.held); n != 0 {
+		t.Errorf("%d entries still held in memory after Wait", n)
+	}
+	fresh := openCache(t, dir)
+	if got, err = Build(base, fresh, testName); err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, got, parent)
+	if s := fresh.Stats(); s.Misses != 0 || s.Corrupt != 0 {
+		t.Errorf("build stats on the cache as written: %+v, want every entry found intact", s)
+	}
+}

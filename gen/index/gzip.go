@@ -44,7 +44,9 @@ type GzipMember struct {
 // per chunk: Cache.SeedGunzipped then takes its members as they are, without decoding
 // them a second time.
 func Gunzip(gz []byte, size int) ([]byte, []GzipMember, error) {
-	plain := bytes.NewBuffer(make([]byte, 0, max(size, 0)+bytes.MinRead))
+	// The room beyond size lets the next index be spliced in place of this one (see
+	// gen's oldIndex.splice): about a thousand new stanzas at 100,000 packages.
+	plain := bytes.NewBuffer(make([]byte, 0, max(size, 0)+max(size, 0)/64+bytes.MinRead))
 	br := bytes.NewReader(gz)
 	var zr gzip.Reader
 	var members []GzipMember

@@ -1,0 +1,146 @@
+package gen
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/armor-apt/armor/manifest"
+)
+
+// TestSplice: an index spliced in place of its previous version is byte for byte the
+// stanzas laid out one after the other, whatever was inserted, removed or changed, and
+// it is laid out in the old array exactly when that is safe.
+func TestSplice(t *testing.T) {
+	stanza := func(tag string, i int) []byte {
+		return fmt.Appendf(nil, "Package: p%s%d\nVersion: 1\nSHA256: %s%d\n", tag, i, tag, i)
+	}
+	for seed := range uint64(300) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		n := rng.IntN(40)
+		var file []byte
+		for i := range n {
+			file = append(append(file, stanza("o", i)...), '\n')
+		}
+		slack := rng.IntN(300)
+		data := append(make([]byte, 0, len(file)+slack), file...)
+		x := splitOldIndex(data, n)
+		x.own = seed%7 != 0
+		// The new index: the old stanzas, some dropped, others inserted, some changed.
+		var stanzas [][]byte
+		var from []int
+		for i := range n {
+			for rng.IntN(6) == 0 {
+				stanzas, from = append(stanzas, stanza("new", rng.IntN(1000))), append(from, -1)
+			}
+			switch rng.IntN(8) {
+			case 0: // removed
+			case 1: // changed (a phased update, say)
+				stanzas, from = append(stanzas, append(bytes.Clone(x.stanzas[i]), "Phased-Update-Percentage: 10\n"...)), append(from, -1)
+			default:
+				stanzas, from = append(stanzas, x.stanzas[i]), append(from, i)
+			}
+		}
+		if seed%11 == 0 && len(stanzas) > 2 && from[1] >= 0 { // one stanza twice: not in place
+			stanzas, from = append(stanzas, x.stanzas[from[1]]), append(from, from[1])
+		}
+		var want []byte
+		total := 0
+		for _, st := range stanzas {
+			want = append(append(want, st...), '\n')
+			total += len(st) + 1
+		}
+		own, capacity := x.own, cap(x.data)
+		got := x.splice(stanzas, from)
+		var joined []byte
+		for _, st := range got {
+			joined = append(append(joined, st...), '\n')
+		}
+		if !bytes.Equal(joined, want) {
+			t.Fatalf("seed %d: spliced index\n%q\nwant\n%q", seed, joined, want)
+		}
+		inPlace := total <= capacity && contiguousIn(got, data[:total])
+		if !own && !bytes.Equal(data, file) {
+			t.Fatalf("seed %d: an array held elsewhere was changed", seed)
+		}
+		if own && total <= capacity && !inPlace && len(stanzas) > 0 && !repeated(from) && foreignBytes(stanzas, from) <= total/8 {
+			t.Fatalf("seed %d: not laid out in place, though it could be", seed)
+		}
+	}
+}
+
+// contiguousIn reports whether stanzas lie one after the other in plain, each followed by
+// one newline.
+func contiguousIn(stanzas [][]byte, plain []byte) bool {
+	off := 0
+	for _, st := range stanzas {
+		if off+len(st) >= len(plain) || len(st) == 0 || &plain[off] != &st[0] || plain[off+len(st)] != '\n' {
+			return false
+		}
+		off += len(st) + 1
+	}
+	return off == len(plain)
+}
+
+func repeated(from []int) bool {
+	last := -1
+	for _, f := range from {
+		if f >= 0 && f <= last {
+			return true
+		}
+		last = max(last, f)
+	}
+	return false
+}
+
+func foreignBytes(stanzas [][]byte, from []int) int {
+	n := 0
+	for k, st := range stanzas {
+		if from[k] < 0 {
+			n += len(st)
+		}
+	}
+	return n
+}
+
+// TestIndexStanzasSplicedInPlace: the stanzas of an index whose old copy hydrate made (with
+// room to spare, as Gunzip leaves) and nothing else holds come back laid out in that
+// copy's array, so that index.Build takes them without a copy; a copy another index
+// shares is left as it was.
+func TestIndexStanzasSplicedInPlace(t *testing.T) {
+	const indexPath = "dists/s/main/binary-amd64/Packages"
+	var old []*manifest.Package
+	var file []byte
+	for i := range 50 {
+		p := &manifest.Package{Suite: "s", Component: "main", Name: fmt.Sprintf("p%03d", i), Version: "1", Architecture: "amd64",
+			Path: fmt.Sprintf("pool/main/p/p%03d.deb", i), SHA256: fmt.Sprintf("%064d", i)}
+		old = append(old, p)
+		file = fmt.Appendf(file, "Package: %s\nFilename: %s\nSHA256: %s\n\n", p.Name, p.Path, p.SHA256)
+	}
+	members := append(slices.Clone(old[:20]), old[21:]...) // one removed
+	for _, shared := range []bool{false, true} {
+		data := append(make([]byte, 0, len(file)+len(file)/64), file...)
+		par := &parent{made: &madeIndexes{}}
+		par.made.add(indexPath, data, shared)
+		stanzas, err := indexStanzas(t.TempDir(), indexPath, members, old, &inputSet{}, par)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []byte
+		for _, st := range stanzas {
+			want = append(append(want, st...), '\n')
+		}
+		if got := bytes.Count(want, []byte("Package: ")); got != len(members) {
+			t.Fatalf("shared %v: %d stanzas, want %d", shared, got, len(members))
+		}
+		inPlace := contiguousIn(stanzas, data[:len(want)])
+		if inPlace == shared {
+			t.Errorf("shared %v: laid out in the old copy's array: %v", shared, inPlace)
+		}
+		if shared && !bytes.Equal(data, file) {
+			t.Errorf("a shared copy was changed")
+		}
+	}
+}
