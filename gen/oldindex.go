@@ -2,6 +2,7 @@ package gen
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,13 +54,33 @@ func (m *madeIndexes) load(tree, indexPath string, n int) *oldIndex {
 // loadOldIndex reads and splits an index file, expecting about n stanzas. A missing or
 // unreadable file gives an index of no stanzas.
 func loadOldIndex(file string, n int) *oldIndex {
-	data, err := os.ReadFile(file)
+	data, err := readWithRoom(file)
 	if err != nil {
 		return &oldIndex{}
 	}
 	x := splitOldIndex(data, n)
 	x.own = true
 	return x
+}
+
+// readWithRoom reads file into an array with room beyond its end, as index.Gunzip leaves
+// it, so that the next index can be spliced in place of this one (splice).
+func readWithRoom(file string) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := int(st.Size())
+	data := make([]byte, size, size+size/64+4096)
+	if _, err := io.ReadFull(f, data); err != nil {
+		return nil, err
+	}
+	return data, nil
 }
 
 // splitOldIndex splits the bytes of an index file, expecting about n stanzas.

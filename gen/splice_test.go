@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/armor-apt/armor/gen/deb"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -142,5 +145,53 @@ func TestIndexStanzasSplicedInPlace(t *testing.T) {
 		if shared && !bytes.Equal(data, file) {
 			t.Errorf("a shared copy was changed")
 		}
+	}
+}
+
+// TestIndexStanzasSplicedInTreeFile: a warm build reads the tree's index itself, with
+// room to splice the new one in place, as for an index hydrate made.
+func TestIndexStanzasSplicedInTreeFile(t *testing.T) {
+	const indexPath = "dists/s/main/binary-amd64/Packages"
+	tree := t.TempDir()
+	var old []*manifest.Package
+	var file []byte
+	for i := range 50 {
+		p := &manifest.Package{Suite: "s", Component: "main", Name: fmt.Sprintf("p%03d", i), Version: "1", Architecture: "amd64",
+			Path: fmt.Sprintf("pool/main/p/p%03d.deb", i), SHA256: fmt.Sprintf("%064d", i)}
+		old = append(old, p)
+		file = fmt.Appendf(file, "Package: %s\nFilename: %s\nSHA256: %s\n\n", p.Name, p.Path, p.SHA256)
+	}
+	if err := os.MkdirAll(filepath.Join(tree, filepath.Dir(indexPath)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tree, indexPath), file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	x := loadOldIndex(filepath.Join(tree, indexPath), len(old))
+	if !x.own || cap(x.data) <= len(file) {
+		t.Fatalf("the tree's index was read without room to splice into: own %v, %d bytes, capacity %d", x.own, len(x.data), cap(x.data))
+	}
+	// One package added, read in this build: the index grows.
+	added := &manifest.Package{Suite: "s", Component: "main", Name: "p020a", Version: "1", Architecture: "amd64",
+		Path: "pool/main/p/p020a.deb", SHA256: fmt.Sprintf("%064d", 999)}
+	ins := &inputSet{fresh: map[string]*input{added.SHA256: {pkg: &deb.Package{
+		Name: added.Name, Version: added.Version, Architecture: added.Architecture, SHA256: added.SHA256,
+		Fields: []deb.Field{{Name: "Package", Value: added.Name}, {Name: "Version", Value: "1"}, {Name: "Architecture", Value: "amd64"}},
+	}}}}
+	members := slices.Concat(old[:21], []*manifest.Package{added}, old[21:])
+	stanzas, err := indexStanzas(tree, indexPath, members, old, ins, &parent{made: &madeIndexes{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stanzas) != len(members) {
+		t.Fatalf("%d stanzas, want %d", len(stanzas), len(members))
+	}
+	// Spliced, the stanzas lie one after the other from the start of the file's array.
+	n := 0
+	for _, st := range stanzas {
+		n += len(st) + 1
+	}
+	if cap(stanzas[0]) < n || !contiguousIn(stanzas, stanzas[0][:n:n]) {
+		t.Error("the new index was not spliced into the array of the tree's index")
 	}
 }
