@@ -248,7 +248,10 @@ func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins 
 		if err != nil {
 			return nil, err
 		}
-		ph := withPhase(st, p.Phased)
+		ph := st
+		if src < 0 || !prev.phasedAs(src) {
+			ph = withPhase(st, p.Phased)
+		}
 		if len(ph) != len(st) || len(st) == 0 || &ph[0] != &st[0] {
 			src = -1 // changed: no longer the old stanza
 		}

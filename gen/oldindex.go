@@ -153,6 +153,12 @@ func (x *oldIndex) locate(p *manifest.Package) int {
 	return i
 }
 
+// phasedAs reports whether stanza i, which locate returned for a package, already carries
+// that package's phasing: when the index lists exactly its members (attach), locate
+// matched the member equal to the package, phasing included, and the index was written
+// with it. Looking for the field in every stanza took 28 ms of a build at 100,000.
+func (x *oldIndex) phasedAs(i int) bool { return x.members != nil && i < len(x.members) }
+
 // stanzaField returns the value of the field whose "\nName: " prefix is given, or nil.
 // Packages stanzas end with Filename, Size, MD5sum, SHA1 and SHA256, so it looks at the
 // last lines first: a stanza is a kilobyte, and this runs once per reused package.
