@@ -117,14 +117,6 @@ func (x *oldIndex) attach(members []*manifest.Package) {
 	x.members = members
 }
 
-// find returns the stanza of p, or nil. Calls come in canonical order.
-func (x *oldIndex) find(p *manifest.Package) []byte {
-	if i := x.locate(p); i >= 0 {
-		return x.stanzas[i]
-	}
-	return nil
-}
-
 // locate returns the number of the stanza of p, or -1. Calls come in canonical order.
 func (x *oldIndex) locate(p *manifest.Package) int {
 	i := -1
