@@ -108,20 +108,26 @@ func foreignBytes(stanzas [][]byte, from []int) int {
 	return n
 }
 
+// smallIndex returns n packages of one index and the index file that lists them.
+func smallIndex(n int) ([]*manifest.Package, []byte) {
+	var old []*manifest.Package
+	var file []byte
+	for i := range n {
+		p := &manifest.Package{Suite: "s", Component: "main", Name: fmt.Sprintf("p%03d", i), Version: "1", Architecture: "amd64",
+			Path: fmt.Sprintf("pool/main/p/p%03d.deb", i), SHA256: fmt.Sprintf("%064d", i)}
+		old = append(old, p)
+		file = fmt.Appendf(file, "Package: %s\nFilename: %s\nSHA256: %s\n\n", p.Name, p.Path, p.SHA256)
+	}
+	return old, file
+}
+
 // TestIndexStanzasSplicedInPlace: the stanzas of an index whose old copy hydrate made (with
 // room to spare, as Gunzip leaves) and nothing else holds come back laid out in that
 // copy's array, so that index.Build takes them without a copy; a copy another index
 // shares is left as it was.
 func TestIndexStanzasSplicedInPlace(t *testing.T) {
 	const indexPath = "dists/s/main/binary-amd64/Packages"
-	var old []*manifest.Package
-	var file []byte
-	for i := range 50 {
-		p := &manifest.Package{Suite: "s", Component: "main", Name: fmt.Sprintf("p%03d", i), Version: "1", Architecture: "amd64",
-			Path: fmt.Sprintf("pool/main/p/p%03d.deb", i), SHA256: fmt.Sprintf("%064d", i)}
-		old = append(old, p)
-		file = fmt.Appendf(file, "Package: %s\nFilename: %s\nSHA256: %s\n\n", p.Name, p.Path, p.SHA256)
-	}
+	old, file := smallIndex(50)
 	members := append(slices.Clone(old[:20]), old[21:]...) // one removed
 	for _, shared := range []bool{false, true} {
 		data := append(make([]byte, 0, len(file)+len(file)/64), file...)
@@ -153,14 +159,7 @@ func TestIndexStanzasSplicedInPlace(t *testing.T) {
 func TestIndexStanzasSplicedInTreeFile(t *testing.T) {
 	const indexPath = "dists/s/main/binary-amd64/Packages"
 	tree := t.TempDir()
-	var old []*manifest.Package
-	var file []byte
-	for i := range 50 {
-		p := &manifest.Package{Suite: "s", Component: "main", Name: fmt.Sprintf("p%03d", i), Version: "1", Architecture: "amd64",
-			Path: fmt.Sprintf("pool/main/p/p%03d.deb", i), SHA256: fmt.Sprintf("%064d", i)}
-		old = append(old, p)
-		file = fmt.Appendf(file, "Package: %s\nFilename: %s\nSHA256: %s\n\n", p.Name, p.Path, p.SHA256)
-	}
+	old, file := smallIndex(50)
 	if err := os.MkdirAll(filepath.Join(tree, filepath.Dir(indexPath)), 0o755); err != nil {
 		t.Fatal(err)
 	}
