@@ -164,14 +164,7 @@ func TestSeedPublic(t *testing.T) {
 	if again.Gzip.Present != st.Chunks || again.XZ.Present != st.Chunks {
 		t.Errorf("second seed stats %+v: want every entry present", again)
 	}
-	got, err := Build(base, c, testName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sameFiles(t, got, parent)
-	if s := c.Stats(); s.Misses != 0 {
-		t.Errorf("build stats %+v: want no compression", s)
-	}
+	buildFromCache(t, base, c, parent)
 	if st, err := (*Cache)(nil).Seed(testName, parent.Plain, parent.Gzip, parent.Xz); err != nil || st != (SeedStats{}) {
 		t.Errorf("nil cache: got %+v, %v; want nothing", st, err)
 	}
@@ -608,5 +601,19 @@ func TestSeedReportsWriteFailure(t *testing.T) {
 	checkSeedStats(t, st)
 	if st.Gzip.Seeded != st.Chunks-1 || st.Gzip.Skipped != 1 || st.XZ.Seeded != st.Chunks {
 		t.Errorf("seed stats %+v: want all but the blocked entry seeded", st)
+	}
+}
+
+// buildFromCache builds stanzas with c and checks that the result is want's bytes and that
+// the cache held every compressed chunk.
+func buildFromCache(t *testing.T, stanzas [][]byte, c *Cache, want *Files) {
+	t.Helper()
+	got, err := Build(stanzas, c, testName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameFiles(t, got, want)
+	if s := c.Stats(); s.Misses != 0 {
+		t.Errorf("build stats %+v: want no compression", s)
 	}
 }
