@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/armor-apt/armor/gen/index"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -63,8 +64,8 @@ func loadOldIndex(file string, n int) *oldIndex {
 	return x
 }
 
-// readWithRoom reads file into an array with room beyond its end, as index.Gunzip leaves
-// it, so that the next index can be spliced in place of this one (splice).
+// readWithRoom reads file into an array with room beyond its end (index.PlainCap, as
+// index.Gunzip leaves it), so that the next index can be spliced in place of this one.
 func readWithRoom(file string) ([]byte, error) {
 	f, err := os.Open(file)
 	if err != nil {
@@ -76,7 +77,7 @@ func readWithRoom(file string) ([]byte, error) {
 		return nil, err
 	}
 	size := int(st.Size())
-	data := make([]byte, size, size+size/64+4096)
+	data := make([]byte, size, index.PlainCap(size))
 	if _, err := io.ReadFull(f, data); err != nil {
 		return nil, err
 	}

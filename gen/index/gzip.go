@@ -37,6 +37,14 @@ type GzipMember struct {
 	PlainOff, PlainSize int // the bytes it decompresses to, in the plain file
 }
 
+// PlainCap is the capacity to give the array of a plain index of size bytes: the room
+// beyond size lets the next index be spliced in place of this one (see gen's
+// oldIndex.splice), about a thousand new stanzas at 100,000 packages.
+func PlainCap(size int) int {
+	size = max(size, 0)
+	return size + size/64 + bytes.MinRead
+}
+
 // Gunzip decompresses gz, one gzip member or several concatenated, member by member, and
 // returns the plain bytes and where each member lies. size is the expected plain size,
 // which sizes the output once (a hint: any size works). Each member's CRC-32 and length
@@ -44,9 +52,7 @@ type GzipMember struct {
 // per chunk: Cache.SeedGunzipped then takes its members as they are, without decoding
 // them a second time.
 func Gunzip(gz []byte, size int) ([]byte, []GzipMember, error) {
-	// The room beyond size lets the next index be spliced in place of this one (see
-	// gen's oldIndex.splice): about a thousand new stanzas at 100,000 packages.
-	plain := bytes.NewBuffer(make([]byte, 0, max(size, 0)+max(size, 0)/64+bytes.MinRead))
+	plain := bytes.NewBuffer(make([]byte, 0, PlainCap(size)))
 	br := bytes.NewReader(gz)
 	var zr gzip.Reader
 	var members []GzipMember
