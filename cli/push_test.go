@@ -283,9 +283,6 @@ func TestPushWithoutStore(t *testing.T) {
 	armorFails(t, 1, []string{p.cfg, "no [store] configured"}, "-c", p.cfg, "push", "--store-only")
 }
 
-// TestBuildAndPushLock: a build does not start while another build or a push holds the
-// repository's lock, nor a push during a build; each names the lock file and leaves the
-// manifest and the tree as they were. Pushes share the lock.
 // lockSoon takes the lock, retrying for a second: a lock just released can stay held for
 // a moment by a child another parallel test is forking, which holds a copy of every
 // descriptor until it execs (close-on-exec closes them only then).
@@ -304,6 +301,9 @@ func lockSoon(t *testing.T, cache string, exclusive bool) func() {
 	}
 }
 
+// TestBuildAndPushLock: a build does not start while another build or a push holds the
+// repository's lock, nor a push during a build; each names the lock file and leaves the
+// manifest and the tree as they were. Pushes share the lock.
 func TestBuildAndPushLock(t *testing.T) {
 	t.Parallel()
 	p := newPushProject(t, filepath.Join(t.TempDir(), "store"))
@@ -324,11 +324,9 @@ func TestBuildAndPushLock(t *testing.T) {
 	}
 	manifestBefore, inReleaseBefore := read(p.manifestPath()), read(inRelease)
 
-	// As while another build runs: neither a build nor a push starts.
-	unlock, err := lockfile.Lock(cache, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// As while another build runs: neither a build nor a push starts. (The build just
+	// made released the lock, which a forking parallel test may hold a moment longer.)
+	unlock := lockSoon(t, cache, true)
 	want := []string{lock, "another armor build or push"}
 	armorFails(t, 1, want, "-c", p.cfg, "build", "--resign")
 	armorFails(t, 1, want, "-c", p.cfg, "push", "--store-only")
