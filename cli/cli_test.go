@@ -5,8 +5,10 @@ package cli
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -162,6 +164,20 @@ func loadManifest(t *testing.T, path string) *manifest.Manifest {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// gunzipT returns gz decompressed.
+func gunzipT(t *testing.T, gz []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 func readFileT(t *testing.T, p string) []byte {

@@ -19,7 +19,7 @@ func TestPhaseCommand(t *testing.T) {
 	if got := loadManifest(t, filepath.Join(proj, testManifestName)).Packages[0].Phased; got != "10" {
 		t.Errorf("manifest: phased %q, want 10", got)
 	}
-	packages := string(readFileT(t, filepath.Join(proj, testTreeName, "dists", testCodename, "main", "binary-"+archOf(p.Architecture), "Packages")))
+	packages := string(gunzipT(t, readFileT(t, filepath.Join(proj, testTreeName, "dists", testCodename, "main", "binary-"+archOf(p.Architecture), "Packages.gz"))))
 	if !strings.Contains(packages, "Package: "+p.Name+"\n") || !strings.Contains(packages, "\nPhased-Update-Percentage: 10\n") {
 		t.Errorf("Packages lacks the phasing of %s:\n%s", p.Name, packages)
 	}

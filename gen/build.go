@@ -211,6 +211,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	writeTreeMarker(&o, m.ID)
 	writeUnrecorded(&o, m)
 	writeStatCache(&o, <-cacheData)
+	keepOnlyPlains(&o, idx.suites)
 	stats.Packages = len(m.Packages)
 	return &Result{Manifest: m, Parent: par.m, Encoded: encoded, Stats: stats}, nil
 }

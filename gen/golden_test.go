@@ -141,11 +141,17 @@ func goldenOutput(t *testing.T, r *repo, m *manifest.Manifest) map[string][]byte
 	for _, f := range m.Files {
 		base := f.Path[strings.LastIndexByte(f.Path, '/')+1:]
 		contents := strings.HasPrefix(base, "Contents-") && !strings.HasSuffix(base, ".gz")
-		if strings.Contains(f.Path, "/by-hash/") || (base != "Release" && base != "Packages" && !contents) {
+		if strings.Contains(f.Path, "/by-hash/") || (base != "Release" && base != "Packages.gz" && !contents) {
 			continue
 		}
 		if parts := strings.SplitN(f.Path, "/", 3); aliases[parts[0]+"/"+parts[1]+"/"] {
 			continue // the codename's file, through the link (the manifest lists it)
+		}
+		if base == "Packages.gz" {
+			// Published compressed only: its readable form, which Release lists too.
+			plain := strings.TrimSuffix(f.Path, ".gz")
+			out[plain] = readIndex(t, r, plain)
+			continue
 		}
 		b, err := os.ReadFile(r.tree(f.Path))
 		if err != nil {

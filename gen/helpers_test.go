@@ -2,6 +2,7 @@ package gen_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto"
 	"crypto/sha256"
@@ -322,9 +323,28 @@ func stanzas(t testing.TB, data []byte) []map[string]string {
 // packagesFile reads dists/stable/main/binary-<arch>/Packages of a tree.
 func packagesFile(t testing.TB, r *repo, arch string) []byte {
 	t.Helper()
-	data, err := os.ReadFile(r.tree("dists/stable/main/binary-" + arch + "/Packages"))
+	return readIndex(t, r, "dists/stable/main/binary-"+arch+"/Packages")
+}
+
+// readIndex returns the uncompressed Packages or Sources index rel of a tree, which
+// publishes only its .gz and .xz: decompressed from the .gz, after checking that the
+// uncompressed form is not in the tree.
+func readIndex(t testing.TB, r *repo, rel string) []byte {
+	t.Helper()
+	if _, err := os.Stat(r.tree(rel)); err == nil {
+		t.Fatalf("the tree holds %s: only its compressed forms are published", rel)
+	}
+	gz, err := os.ReadFile(r.tree(rel + ".gz"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		t.Fatalf("%s.gz: %v", rel, err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("%s.gz: %v", rel, err)
 	}
 	return data
 }

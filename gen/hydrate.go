@@ -3,8 +3,11 @@ package gen
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
@@ -66,8 +69,10 @@ func hydrate(ctx context.Context, o *Options, prev *manifest.Manifest, made *mad
 }
 
 // fetchFiles writes files of prev into the tree from the store, each object fetched once.
-// A plain Packages index is made from its .gz, which the tree needs anyway, when they
-// agree: it is the largest file of a suite, four or five times its .gz.
+// The uncompressed Packages and Sources indexes the build takes stanzas from are made
+// from their .gz, which the tree needs anyway, and handed to the build: prev does not
+// publish them (see plain.go), or, made by an armor that did, lists them at four or five
+// times the size of their .gz.
 func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo []manifest.File, made *madeIndexes) error {
 	bySum := map[string][]string{} // digest → tree paths
 	var sums []string
@@ -81,12 +86,12 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 	for _, f := range prev.Files {
 		all[f.Path] = f
 	}
-	// Plain indexes whose .gz is fetched too are derived from it.
-	derived := map[string]string{} // plain digest → gz digest
+	// Published uncompressed indexes whose .gz is fetched too are made from it.
+	derived := map[string]bool{} // digest
 	for _, f := range todo {
 		gz, ok := all[f.Path+".gz"]
-		if strings.HasSuffix(f.Path, "/Packages") && ok && bySum[gz.SHA256] != nil {
-			derived[f.SHA256] = gz.SHA256
+		if isPlainIndex(f.Path) && ok && bySum[gz.SHA256] != nil {
+			derived[f.SHA256] = true
 		}
 	}
 	var mu sync.Mutex
@@ -115,7 +120,7 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
 	for _, sum := range sums {
-		if _, ok := derived[sum]; ok {
+		if derived[sum] {
 			continue
 		}
 		g.Go(func() error {
@@ -135,40 +140,82 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	plains := map[string][]byte{}              // plain digest → bytes, for seeding
-	members := map[string][]index.GzipMember{} // plain digest → its .gz's members
-	for plain, gz := range derived {
-		data, ms, err := index.Gunzip(got[gz], int(all[bySum[plain][0]].Size))
-		if err == nil && sha256Hex(data) == plain {
-			members[plain] = ms
-		} else {
-			// Not the same content after all: fetch it.
-			if data, err = o.Fetch(ctx, plain); err != nil {
-				return fmt.Errorf("parent release %s: %s is neither in the tree nor readable from the store: %w", prev.ID, bySum[plain][0], err)
-			}
-			if sha256Hex(data) != plain {
-				return fmt.Errorf("parent release %s: the store's object %s for %s has other contents", prev.ID, plain, bySum[plain][0])
+	// The Release files are in the tree now: they list the uncompressed indexes.
+	plains := plainIndexes(o, prev)
+	byGz := map[string][]string{} // digest of a fetched .gz → the uncompressed indexes it makes
+	for _, ip := range slices.Sorted(maps.Keys(plains)) {
+		if gz, ok := all[ip+".gz"]; ok && got[gz.SHA256] != nil {
+			byGz[gz.SHA256] = append(byGz[gz.SHA256], ip)
+		}
+	}
+	var seeds []seed
+	written := map[string]bool{} // published uncompressed indexes written
+	for _, gzSum := range slices.Sorted(maps.Keys(byGz)) {
+		ips := byGz[gzSum]
+		d := plains[ips[0]]
+		data, ms, err := index.Gunzip(got[gzSum], int(d.Size))
+		if err == nil && (int64(len(data)) != d.Size || sha256Hex(data) != d.SHA256) {
+			err = fmt.Errorf("its Release lists size %d and sha256 %s", d.Size, d.SHA256)
+		}
+		if err != nil {
+			if f, ok := all[ips[0]]; ok && derived[f.SHA256] {
+				// Published as well: fetch it, then.
+				if data, err = fetchPlain(ctx, o, prev, f); err != nil {
+					return err
+				}
+				ms = nil
+			} else {
+				return fmt.Errorf("parent release %s: %s.gz does not decompress to the index %s: %w", prev.ID, ips[0], ips[0], err)
 			}
 		}
-		if err := write(plain, data); err != nil {
+		for _, ip := range ips {
+			if f, ok := all[ip]; ok && derived[f.SHA256] && !written[f.SHA256] {
+				if err := write(f.SHA256, data); err != nil {
+					return err
+				}
+				written[f.SHA256] = true
+			}
+			made.add(ip, data, len(ips) > 1)
+			seeds = append(seeds, seed{ip, data, ms})
+		}
+	}
+	// A published one that no Release lists (it should) is fetched after all.
+	for _, sum := range slices.Sorted(maps.Keys(derived)) {
+		if written[sum] {
+			continue
+		}
+		data, err := fetchPlain(ctx, o, prev, all[bySum[sum][0]])
+		if err == nil {
+			err = write(sum, data)
+		}
+		if err != nil {
 			return err
-		}
-		plains[plain] = data
-		var names []string
-		for _, p := range bySum[plain] {
-			if !strings.Contains(p, "/by-hash/") { // the build takes an index by its name
-				names = append(names, p)
-			}
-		}
-		for _, p := range names {
-			made.add(p, data, len(names) > 1)
 		}
 	}
 	if err := syncTree(filepath.Join(o.TreeDir, "dists")); err != nil {
 		return fmt.Errorf("parent release %s: %w", prev.ID, err)
 	}
-	made.seeded(seedChunks(o, todo, all, plains, members, got))
+	made.seeded(seedChunks(o, seeds, all, got))
 	return nil
+}
+
+// fetchPlain fetches the published uncompressed index f of prev from the store.
+func fetchPlain(ctx context.Context, o *Options, prev *manifest.Manifest, f manifest.File) ([]byte, error) {
+	data, err := o.Fetch(ctx, f.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("parent release %s: %s is neither in the tree nor readable from the store: %w", prev.ID, f.Path, err)
+	}
+	if sha256Hex(data) != f.SHA256 {
+		return nil, fmt.Errorf("parent release %s: the store's object %s for %s has other contents", prev.ID, f.SHA256, f.Path)
+	}
+	return data, nil
+}
+
+// seed is an uncompressed index hydrate made from its .gz, and the .gz's members.
+type seed struct {
+	path    string
+	plain   []byte
+	members []index.GzipMember
 }
 
 // seedChunks fills the index chunk cache from the fetched indexes: a fresh runner then
@@ -176,18 +223,14 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 // an optimisation, and its failures cost only time. It returns the cache, nil if it
 // seeded nothing: the entries are written in the background, and the build takes them
 // from that cache meanwhile.
-func seedChunks(o *Options, fetched []manifest.File, all map[string]manifest.File, plains map[string][]byte, members map[string][]index.GzipMember, got map[string][]byte) *index.Cache {
+func seedChunks(o *Options, seeds []seed, all map[string]manifest.File, got map[string][]byte) *index.Cache {
 	var icache *index.Cache
-	for _, f := range fetched {
-		if !strings.HasSuffix(f.Path, "/Packages") {
+	for _, sd := range seeds {
+		if path.Base(sd.path) != "Packages" {
 			continue
 		}
-		plain := plains[f.SHA256]
-		if plain == nil {
-			plain = got[f.SHA256]
-		}
-		gz, xz := got[all[f.Path+".gz"].SHA256], got[all[f.Path+".xz"].SHA256]
-		if plain == nil || gz == nil || xz == nil {
+		gz, xz := got[all[sd.path+".gz"].SHA256], got[all[sd.path+".xz"].SHA256]
+		if gz == nil || xz == nil {
 			continue
 		}
 		if icache == nil {
@@ -196,11 +239,11 @@ func seedChunks(o *Options, fetched []manifest.File, all map[string]manifest.Fil
 				return nil
 			}
 		}
-		// Each form was checked against the SHA-256 the parent's manifest lists, as its
-		// signed Release does: the parent vouches that its xz decompresses to its plain
-		// index (apt checks that), so the xz blocks are not decoded. A plain index made
-		// of gz comes with gz's members, which are not decoded again either.
-		_, _ = icache.SeedPublished(f.Path, index.Published{Plain: plain, Gzip: gz, Xz: xz, GzipMembers: members[f.SHA256], Signed: true, Background: true})
+		// Each form was checked against the SHA-256 the parent's manifest or Release
+		// lists, as its signed Release does: the parent vouches that its xz decompresses
+		// to its plain index (apt checks that), so the xz blocks are not decoded. A plain
+		// index made of gz comes with gz's members, which are not decoded again either.
+		_, _ = icache.SeedPublished(sd.path, index.Published{Plain: sd.plain, Gzip: gz, Xz: xz, GzipMembers: sd.members, Signed: true, Background: true})
 	}
 	return icache
 }

@@ -5,17 +5,28 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/armor-apt/armor/gen/index"
+	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/manifest"
 )
 
-// TestHydrateHandsOverPlain: a fresh runner makes the parent's plain Packages of its .gz,
-// writes it into the tree (its by-hash copy a link to it) and hands the same bytes to the
-// build, which takes them once instead of reading the file back.
+// TestHydrateHandsOverPlain: a fresh runner makes the parent's uncompressed Packages of
+// its .gz, checked against the size and sum its Release lists, and hands it to the build,
+// which takes it once. The tree gets what the parent published, each by-hash copy a link
+// to its file: the .gz and .xz, and, of a parent made by an armor that published the
+// uncompressed index too, that one.
 func TestHydrateHandsOverPlain(t *testing.T) {
+	for _, legacy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("published-plain=%v", legacy), func(t *testing.T) { testHydrateHandsOverPlain(t, legacy) })
+	}
+}
+
+func testHydrateHandsOverPlain(t *testing.T, legacy bool) {
 	const rel = "dists/s/main/binary-amd64/Packages"
 	var stanzas [][]byte
 	for i := range 300 {
@@ -27,12 +38,22 @@ func TestHydrateHandsOverPlain(t *testing.T) {
 	}
 	objects := map[string][]byte{}
 	prev := &manifest.Manifest{ID: "parent"}
+	sums := map[string]release.Digests{}
 	for i, data := range [][]byte{f.Plain, f.Gzip, f.Xz} {
 		d := f.Digests[i]
+		sums["main/binary-amd64/Packages"+variants[i]] = d
+		if variants[i] == "" && !legacy {
+			continue
+		}
 		objects[d.SHA256] = data
 		prev.Files = append(prev.Files, manifest.File{Path: rel + variants[i], Size: d.Size, SHA256: d.SHA256},
 			manifest.File{Path: byHashPath(rel, d.SHA256), Size: d.Size, SHA256: d.SHA256})
 	}
+	relText := release.Make(release.Header{Codename: "s"}, sums)
+	relSum := sha256Hex(relText)
+	objects[relSum] = relText
+	prev.Files = append(prev.Files, manifest.File{Path: "dists/s/Release", Size: int64(len(relText)), SHA256: relSum})
+	slices.SortFunc(prev.Files, func(a, b manifest.File) int { return strings.Compare(a.Path, b.Path) })
 	var (
 		mu    sync.Mutex // Fetch is called from several goroutines
 		asked []string
@@ -50,15 +71,22 @@ func TestHydrateHandsOverPlain(t *testing.T) {
 	if err := hydrate(context.Background(), o, prev, &made); err != nil {
 		t.Fatal(err)
 	}
-	if len(asked) != 2 {
-		t.Errorf("fetched %d objects, want the .gz and .xz only", len(asked))
+	if len(asked) != 3 {
+		t.Errorf("fetched %d objects, want Release, the .gz and .xz only", len(asked))
 	}
 	file := filepath.Join(o.TreeDir, filepath.FromSlash(rel))
-	if data, err := os.ReadFile(file); err != nil || string(data) != string(f.Plain) {
+	data, err := os.ReadFile(file)
+	switch {
+	case legacy && (err != nil || string(data) != string(f.Plain)):
 		t.Fatalf("the tree's %s is not the parent's (%v)", rel, err)
+	case !legacy && err == nil:
+		t.Fatalf("the tree holds %s, which the parent did not publish", rel)
 	}
 	// Each content is written once: its by-hash copy is a link to it.
 	for i, d := range f.Digests {
+		if variants[i] == "" && !legacy {
+			continue
+		}
 		a, err := os.Stat(filepath.Join(o.TreeDir, filepath.FromSlash(rel+variants[i])))
 		if err != nil {
 			t.Fatal(err)
@@ -71,14 +99,14 @@ func TestHydrateHandsOverPlain(t *testing.T) {
 			t.Errorf("%s%s and its by-hash copy are two files", rel, variants[i])
 		}
 	}
+	os.Remove(file)
+	os.Remove(file + ".gz")
 	// Gone from the tree, the index still comes from hydrate: once.
-	if err := os.Remove(file); err != nil {
-		t.Fatal(err)
-	}
-	if x := made.load(o.TreeDir, rel, 1); len(x.stanzas) != len(stanzas) {
+	d := sums["main/binary-amd64/Packages"]
+	if x := made.load(o, rel, d); len(x.stanzas) != len(stanzas) {
 		t.Errorf("the build got %d stanzas of hydrate's index, want %d", len(x.stanzas), len(stanzas))
 	}
-	if x := made.load(o.TreeDir, rel, 1); len(x.stanzas) != 0 {
+	if x := made.load(o, rel, d); len(x.stanzas) != 0 {
 		t.Errorf("hydrate's index was handed out twice")
 	}
 }

@@ -145,12 +145,21 @@ func previousReleaseSums(tree, rel string, prevFiles map[string]manifest.File) m
 	return f.Sums
 }
 
+// variants are the forms of a Packages or Sources index that Release lists: the
+// uncompressed one first, which is not published (see plain.go), then the published.
 var variants = []string{"", ".gz", ".xz"}
 
+// published are the forms of an index the tree holds and the manifest lists.
+var published = variants[1:]
+
 // reusableIndex returns the manifest entries of an index whose package list did not
-// change and whose files the tree and the previous Release still vouch for.
+// change and whose files the tree and the previous Release still vouch for. Release
+// must list the uncompressed form too, whose sums the new Release repeats.
 func reusableIndex(o *Options, prevFiles map[string]manifest.File, prevSums map[string]release.Digests, dist, rel string, members, old []*manifest.Package) ([]manifest.File, bool) {
-	return reusableFiles(o, prevFiles, prevSums, dist, rel, variants, func() bool {
+	if _, ok := prevSums[rel]; !ok {
+		return nil, false
+	}
+	return reusableFiles(o, prevFiles, prevSums, dist, rel, published, func() bool {
 		return slices.EqualFunc(members, old, func(a, b *manifest.Package) bool { return a.Equal(b) })
 	})
 }
@@ -183,17 +192,18 @@ func byHashPath(indexPath, sum string) string {
 	return path.Dir(indexPath) + "/by-hash/SHA256/" + sum
 }
 
-// writeIndex assembles the Packages index at indexPath (relative to the tree) from its
-// stanzas and stages its three forms, each with its by-hash copy, in the background. It
-// returns their digests, in the order of variants.
-func writeIndex(tw *treeWriter, icache *index.Cache, indexPath string, stanzas [][]byte) ([3]release.Digests, error) {
+// writeIndex assembles the Packages or Sources index at indexPath (relative to the tree)
+// from its stanzas and stages its published forms, each with its by-hash copy, in the
+// background; the uncompressed form goes to the build cache (keepPlain). It returns the
+// digests of the three forms, in the order of variants.
+func writeIndex(o *Options, tw *treeWriter, icache *index.Cache, indexPath string, stanzas [][]byte) ([3]release.Digests, error) {
 	files, err := index.Build(stanzas, icache, indexPath)
 	if err != nil {
 		return files.Digests, err
 	}
-	for i, data := range [][]byte{files.Plain, files.Gzip, files.Xz} {
-		p := indexPath + variants[i]
-		bh := byHashPath(indexPath, files.Digests[i].SHA256)
+	for i, data := range [][]byte{files.Gzip, files.Xz} {
+		p := indexPath + published[i]
+		bh := byHashPath(indexPath, files.Digests[i+1].SHA256)
 		// The writes go on while the next index is built and Release is signed.
 		tw.Go(func() error {
 			if err := tw.WriteFile(p, data, bh); err != nil {
@@ -202,6 +212,11 @@ func writeIndex(tw *treeWriter, icache *index.Cache, indexPath string, stanzas [
 			return nil
 		})
 	}
+	plain, sum := files.Plain, files.Digests[0].SHA256
+	tw.Go(func() error {
+		keepPlain(o, sum, plain)
+		return nil
+	})
 	return files.Digests, nil
 }
 
@@ -219,7 +234,7 @@ func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins 
 			return in.pkg.Stanza(p.Path), nil
 		}
 		if prev == nil {
-			prev = readOldIndex(tree, indexPath, old, par.old, par.made)
+			prev = readOldIndex(par, indexPath, old)
 		}
 		if i := prev.locate(p); i >= 0 {
 			src = i
@@ -227,7 +242,7 @@ func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins 
 		}
 		// A package copied from another suite or component, or moved between
 		// architectures' indexes: the parent lists its stanza in another index.
-		if st := par.stanzaElsewhere(tree, p); st != nil {
+		if st := par.stanzaElsewhere(p); st != nil {
 			return st, nil
 		}
 		in := ins.forSum(p.SHA256)

@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"io"
 	"os"
-	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 
 	"github.com/armor-apt/armor/gen/index"
+	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -29,34 +27,31 @@ type oldIndex struct {
 	bySum   map[string]int // otherwise, stanzas by SHA256; made when first needed
 }
 
-// readOldIndex returns the tree's copy of an index, split, with members (the previous
-// release's members of the index) attached: taken from pf if it was read ahead, read now
-// otherwise.
-func readOldIndex(tree, indexPath string, members []*manifest.Package, pf *prefetch, made *madeIndexes) *oldIndex {
-	x := pf.take(indexPath)
+// readOldIndex returns the parent's index at indexPath, split, with members (the
+// previous release's members of the index) attached: taken from par.old if it was read
+// ahead, loaded now otherwise.
+func readOldIndex(par *parent, indexPath string, members []*manifest.Package) *oldIndex {
+	x := par.old.take(indexPath)
 	if x == nil {
-		x = made.load(tree, indexPath, len(members))
+		x = par.loadIndex(indexPath)
 	}
 	x.attach(members)
 	return x
 }
 
-// load returns the tree's index at indexPath (relative to the tree), split, expecting
-// about n stanzas: as hydrate made it, if it did, else read from the tree.
-func (m *madeIndexes) load(tree, indexPath string, n int) *oldIndex {
+// load returns the parent's uncompressed index at indexPath (relative to the tree),
+// whose digests are d, split: as hydrate made it, if it did, else as parentPlain finds
+// it. An index it cannot find has no stanzas.
+func (m *madeIndexes) load(o *Options, indexPath string, d release.Digests) *oldIndex {
+	// A stanza is about a kilobyte: the estimate only sizes the slices.
+	n := int(d.Size/1024) + 1
 	if data, shared := m.takeShared(indexPath); data != nil {
 		x := splitOldIndex(data, n)
 		x.own = !shared
 		return x
 	}
-	return loadOldIndex(filepath.Join(tree, filepath.FromSlash(indexPath)), n)
-}
-
-// loadOldIndex reads and splits an index file, expecting about n stanzas. A missing or
-// unreadable file gives an index of no stanzas.
-func loadOldIndex(file string, n int) *oldIndex {
-	data, err := readWithRoom(file)
-	if err != nil {
+	data, ok := parentPlain(o, indexPath, d)
+	if !ok {
 		return &oldIndex{}
 	}
 	x := splitOldIndex(data, n)
@@ -201,7 +196,7 @@ var prefetchBudget int64 = 256 << 20
 // startPrefetch starts reading ahead the indexes prev lists, on a goroutine that runs
 // until it is done or stop is called. A build that verifies reuses nothing, so it reads
 // nothing ahead.
-func startPrefetch(o *Options, prev *manifest.Manifest, made *madeIndexes) *prefetch {
+func startPrefetch(o *Options, prev *manifest.Manifest, plains map[string]release.Digests, made *madeIndexes) *prefetch {
 	pf := &prefetch{
 		pending: map[string]chan *oldIndex{}, dropped: map[string]bool{},
 		quit: make(chan struct{}), done: make(chan struct{}),
@@ -212,7 +207,6 @@ func startPrefetch(o *Options, prev *manifest.Manifest, made *madeIndexes) *pref
 	}
 	type job struct {
 		rel string
-		n   int
 		ch  chan *oldIndex
 	}
 	var jobs []job
@@ -222,15 +216,14 @@ indexes:
 		for _, comp := range s.Components {
 			for _, arch := range s.Architectures {
 				rel := "dists/" + s.Codename + "/" + comp + "/binary-" + arch + "/Packages"
-				i, ok := slices.BinarySearchFunc(prev.Files, rel, func(f manifest.File, p string) int { return strings.Compare(f.Path, p) })
+				d, ok := plains[rel]
 				if !ok {
 					continue
 				}
-				if budget -= prev.Files[i].Size; budget < 0 {
+				if budget -= d.Size; budget < 0 {
 					break indexes
 				}
-				// A stanza is about a kilobyte: the estimate only sizes the slices.
-				j := job{rel, int(prev.Files[i].Size/1024) + 1, make(chan *oldIndex, 1)}
+				j := job{rel, make(chan *oldIndex, 1)}
 				pf.pending[rel] = j.ch
 				jobs = append(jobs, j)
 			}
@@ -248,7 +241,7 @@ indexes:
 			skip := pf.dropped[j.rel]
 			pf.mu.Unlock()
 			if !skip {
-				j.ch <- made.load(o.TreeDir, j.rel, j.n)
+				j.ch <- made.load(o, j.rel, plains[j.rel])
 			}
 		}
 	}()

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
-	"strings"
+	"slices"
 
+	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -16,6 +18,10 @@ type parent struct {
 	files map[string]manifest.File // m's files by path
 	old   *prefetch                // m's indexes read ahead; nil when none are
 	made  *madeIndexes             // m's plain indexes hydrate made, not read ahead
+	// plains are the uncompressed Packages and Sources indexes m's Release files list,
+	// by path in the tree (see plainIndexes).
+	plains map[string]release.Digests
+	o      *Options
 
 	stanzas map[string][]byte // every stanza of m's indexes in the tree, by SHA256; made when first needed
 	// fetchErr says why the tree lacks m's files: they could not be fetched.
@@ -41,17 +47,17 @@ func (p *parent) explain(err error) error {
 // stanzaElsewhere returns the stanza of p from any of the parent's Packages indexes in
 // the tree, or nil. It reads them all the first time it is called: only packages copied
 // between suites or components need it.
-func (p *parent) stanzaElsewhere(tree string, pkg *manifest.Package) []byte {
+func (p *parent) stanzaElsewhere(pkg *manifest.Package) []byte {
 	if p.m == nil {
 		return nil
 	}
 	if p.stanzas == nil {
 		p.stanzas = map[string][]byte{}
-		for _, f := range p.m.Files {
-			if path.Base(f.Path) != "Packages" || !strings.HasPrefix(f.Path, "dists/") {
+		for _, ip := range slices.Sorted(maps.Keys(p.plains)) {
+			if path.Base(ip) != "Packages" {
 				continue
 			}
-			x := p.made.load(tree, f.Path, int(f.Size/1024)+1)
+			x := p.loadIndex(ip)
 			for i, st := range x.stanzas {
 				p.stanzas[string(x.sums[i])] = st
 			}
@@ -62,6 +68,20 @@ func (p *parent) stanzaElsewhere(tree string, pkg *manifest.Package) []byte {
 		return nil
 	}
 	return st
+}
+
+// hadIndex reports whether the parent published the Packages or Sources index at
+// indexPath.
+func (p *parent) hadIndex(indexPath string) bool {
+	_, gz := p.files[indexPath+".gz"]
+	_, plain := p.files[indexPath] // published by armor before plain.go
+	return gz || plain
+}
+
+// loadIndex returns the parent's uncompressed index at indexPath, split: as hydrate made
+// it, if it did, else as parentPlain finds it; no stanzas if it finds none.
+func (p *parent) loadIndex(indexPath string) *oldIndex {
+	return p.made.load(p.o, indexPath, p.plains[indexPath])
 }
 
 // packages returns the parent's packages, none for a first build.
@@ -87,6 +107,8 @@ type loader struct {
 	fetchErr  error // why the parent's files could not be fetched into the tree
 	old       *prefetch
 	made      madeIndexes // the plain indexes hydrate made
+	plains    map[string]release.Digests
+	o         *Options
 }
 
 func startLoading(ctx context.Context, o *Options) *loader {
@@ -94,6 +116,7 @@ func startLoading(ctx context.Context, o *Options) *loader {
 		statCache: make(chan *statCache, 1),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
+		o:         o,
 	}
 	go func() {
 		defer close(l.done)
@@ -129,8 +152,9 @@ func (l *loader) loadPrevious(ctx context.Context, o *Options, readAhead bool) {
 	// every .deb but without the store); the build says why when they do not.
 	l.fetchErr = hydrate(ctx, o, prev, &l.made)
 	l.prev = prev
+	l.plains = plainIndexes(o, prev)
 	if readAhead {
-		l.old = startPrefetch(o, prev, &l.made)
+		l.old = startPrefetch(o, prev, l.plains, &l.made)
 	}
 }
 
@@ -141,7 +165,7 @@ func (l *loader) parent() (*parent, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
-	p := &parent{m: l.prev, files: map[string]manifest.File{}, old: l.old, made: &l.made, fetchErr: l.fetchErr}
+	p := &parent{m: l.prev, files: map[string]manifest.File{}, old: l.old, made: &l.made, plains: l.plains, fetchErr: l.fetchErr, o: l.o}
 	if p.m != nil {
 		for _, f := range p.m.Files {
 			p.files[f.Path] = f

@@ -25,11 +25,11 @@ func TestPhase(t *testing.T) {
 	if res.Stats.FilesWritten == 0 || res.Stats.Read != 0 {
 		t.Errorf("phasing: stats %+v; want the index rewritten and no package read", res.Stats)
 	}
-	st := stanzaOf(t, readTree(t, r, "dists/stable/main/binary-amd64/Packages"), "tool", "1.1-1")
+	st := stanzaOf(t, readIndex(t, r, "dists/stable/main/binary-amd64/Packages"), "tool", "1.1-1")
 	if !strings.Contains(st, "\nPhased-Update-Percentage: 0\nFilename: ") {
 		t.Errorf("stanza of tool 1.1-1:\n%s", st)
 	}
-	if other := stanzaOf(t, readTree(t, r, "dists/stable/main/binary-amd64/Packages"), "tool", "1.0-1"); strings.Contains(other, "Phased") {
+	if other := stanzaOf(t, readIndex(t, r, "dists/stable/main/binary-amd64/Packages"), "tool", "1.0-1"); strings.Contains(other, "Phased") {
 		t.Errorf("tool 1.0-1 is phased too:\n%s", other)
 	}
 

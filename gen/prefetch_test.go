@@ -1,10 +1,9 @@
 package gen
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
+	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -20,22 +19,19 @@ func TestPrefetch(t *testing.T) {
 		arm64: "Package: c\nSHA256: 03\n\n",
 	}
 	prev := &manifest.Manifest{}
-	for _, rel := range []string{amd64, arm64} { // sorted by path, as in a manifest
-		p := filepath.Join(tree, filepath.FromSlash(rel))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(files[rel]), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		prev.Files = append(prev.Files, manifest.File{Path: rel, Size: int64(len(files[rel]))})
+	o := &Options{TreeDir: tree, CacheDir: t.TempDir(), Previous: prev, Suites: []Suite{{
+		Codename: "s", Components: []string{"main"}, Architectures: []string{"amd64", "arm64"},
+	}}}
+	// The build cache keeps them, as the build that made them left them.
+	plains := map[string]release.Digests{}
+	for _, rel := range []string{amd64, arm64} {
+		d := digestsOf([]byte(files[rel]))
+		keepPlain(o, d.SHA256, []byte(files[rel]))
+		plains[rel] = d
 	}
 	defer func(b int64) { prefetchBudget = b }(prefetchBudget)
 	prefetchBudget = int64(len(files[amd64])) // room for the first index only
-	o := &Options{TreeDir: tree, Previous: prev, Suites: []Suite{{
-		Codename: "s", Components: []string{"main"}, Architectures: []string{"amd64", "arm64"},
-	}}}
-	pf := startPrefetch(o, prev, nil)
+	pf := startPrefetch(o, prev, plains, nil)
 	defer pf.stop()
 	x := pf.take(amd64)
 	if x == nil {
@@ -51,20 +47,21 @@ func TestPrefetch(t *testing.T) {
 		t.Error("an index beyond the budget was prefetched")
 	}
 	// writeIndexes reads the rest itself, with the same result.
-	if x := readOldIndex(tree, arm64, nil, pf, nil); len(x.stanzas) != 1 || string(x.sums[0]) != "03" {
+	par := &parent{old: pf, plains: plains, o: o}
+	if x := readOldIndex(par, arm64, nil); len(x.stanzas) != 1 || string(x.sums[0]) != "03" {
 		t.Errorf("read %d stanzas with sums %q", len(x.stanzas), x.sums)
 	}
 
 	// With Verify, nothing is reused, so nothing is read ahead.
 	o.Verify = true
 	prefetchBudget = 1 << 20
-	pf = startPrefetch(o, prev, nil)
+	pf = startPrefetch(o, prev, plains, nil)
 	pf.stop()
 	if len(pf.pending) != 0 {
 		t.Errorf("prefetched %d indexes for a verifying build", len(pf.pending))
 	}
 	o.Verify = false
-	pf = startPrefetch(o, prev, nil)
+	pf = startPrefetch(o, prev, plains, nil)
 	defer pf.stop()
 	pf.drop(amd64)
 	if pf.take(amd64) != nil {

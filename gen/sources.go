@@ -3,7 +3,7 @@ package gen
 import (
 	"bytes"
 	"fmt"
-	"os"
+	"maps"
 	"path"
 	"path/filepath"
 	"slices"
@@ -159,7 +159,7 @@ func writeSourcesIndex(o *Options, par *parent, s Suite, comp string, members, o
 	dist := "dists/" + s.Codename + "/"
 	rel := comp + "/source/Sources"
 	return writeOptionalIndex(o, par, dist, rel, members, old, prevSums, want, icache, tw, si, out, func() ([][]byte, error) {
-		return sourceStanzas(o.TreeDir, dist+rel, members, ins, par)
+		return sourceStanzas(dist+rel, members, ins, par)
 	})
 }
 
@@ -182,7 +182,7 @@ func optionalIndexes(suite string, members map[indexKey][]*manifest.Package) (so
 // writeIndexes calls it with want set for every binary-<arch>/Packages index.
 func writeOptionalIndex(o *Options, par *parent, dist, rel string, members, old []*manifest.Package, prevSums map[string]release.Digests, want bool,
 	icache *index.Cache, tw *treeWriter, si *suiteIndexes, out *indexesMade, stanzasOf func() ([][]byte, error)) error {
-	if _, had := par.files[dist+rel]; !want && !had {
+	if !want && !par.hadIndex(dist+rel) {
 		return nil
 	}
 	if kept, ok := reusableIndex(o, par.files, prevSums, dist, rel, members, old); ok {
@@ -195,13 +195,16 @@ func writeOptionalIndex(o *Options, par *parent, dist, rel string, members, old 
 	stanzas, err := stanzasOf()
 	var digests [3]release.Digests
 	if err == nil {
-		digests, err = writeIndex(tw, icache, dist+rel, stanzas)
+		digests, err = writeIndex(o, tw, icache, dist+rel, stanzas)
 	}
 	if err != nil {
 		return fmt.Errorf("index %s%s: %w", dist, rel, err)
 	}
 	for i, d := range digests {
 		si.sums[rel+variants[i]] = d
+		if variants[i] == "" {
+			continue // not published
+		}
 		out.files = append(out.files,
 			manifest.File{Path: dist + rel + variants[i], Size: d.Size, SHA256: d.SHA256},
 			manifest.File{Path: byHashPath(dist+rel, d.SHA256), Size: d.Size, SHA256: d.SHA256})
@@ -214,7 +217,7 @@ func writeOptionalIndex(o *Options, par *parent, dist, rel string, members, old 
 // sourceStanzas returns the Sources stanzas of an index's members: fresh from the .dsc
 // read in this build, reused from the parent's Sources indexes in the tree for the
 // others, and read again from the .dsc when the tree does not have them.
-func sourceStanzas(tree, indexPath string, members []*manifest.Package, ins *inputSet, par *parent) ([][]byte, error) {
+func sourceStanzas(indexPath string, members []*manifest.Package, ins *inputSet, par *parent) ([][]byte, error) {
 	out := make([][]byte, 0, len(members))
 	var prev map[string][]byte
 	for _, p := range members {
@@ -223,13 +226,13 @@ func sourceStanzas(tree, indexPath string, members []*manifest.Package, ins *inp
 			continue
 		}
 		if prev == nil {
-			prev = loadSourceStanzas(filepath.Join(tree, filepath.FromSlash(indexPath)))
+			prev = par.sourceStanzas(indexPath)
 		}
 		if st := prev[p.Path+" "+p.SHA256]; st != nil {
 			out = append(out, st)
 			continue
 		}
-		if st := par.sourceStanzaElsewhere(tree, p); st != nil {
+		if st := par.sourceStanzaElsewhere(p); st != nil {
 			out = append(out, st)
 			continue
 		}
@@ -252,14 +255,11 @@ func sourceStanza(s *deb.Source, dscPath string) []byte {
 	return c.Stanza(path.Dir(dscPath))
 }
 
-// loadSourceStanzas reads a Sources index of the tree, its stanzas keyed by the .dsc's
-// pool path and SHA-256 ("path sum"). A missing file gives none.
-func loadSourceStanzas(file string) map[string][]byte {
+// sourceStanzas returns the stanzas of the parent's Sources index at indexPath, keyed by
+// the .dsc's pool path and SHA-256 ("path sum"). An index it cannot find has none.
+func (p *parent) sourceStanzas(indexPath string) map[string][]byte {
 	out := map[string][]byte{}
-	data, err := os.ReadFile(file)
-	if err != nil {
-		return out
-	}
+	data, _ := parentPlain(p.o, indexPath, p.plains[indexPath])
 	for len(data) > 0 {
 		end := bytes.Index(data, []byte("\n\n"))
 		var st []byte
@@ -298,16 +298,16 @@ func sourceStanzaKey(st []byte) string {
 // sourceStanzaElsewhere returns the stanza of a source package from any of the parent's
 // Sources indexes in the tree (a package copied between suites or components, whose
 // Directory is then rewritten), or nil.
-func (p *parent) sourceStanzaElsewhere(tree string, pkg *manifest.Package) []byte {
+func (p *parent) sourceStanzaElsewhere(pkg *manifest.Package) []byte {
 	if p.m == nil {
 		return nil
 	}
 	name := path.Base(pkg.Path)
-	for _, f := range p.m.Files {
-		if path.Base(f.Path) != "Sources" || !strings.HasPrefix(f.Path, "dists/") {
+	for _, ip := range slices.Sorted(maps.Keys(p.plains)) {
+		if path.Base(ip) != "Sources" {
 			continue
 		}
-		for k, st := range loadSourceStanzas(filepath.Join(tree, filepath.FromSlash(f.Path))) {
+		for k, st := range p.sourceStanzas(ip) {
 			if strings.HasSuffix(k, "/"+name+" "+pkg.SHA256) {
 				dir := stanzaField(st, "\nDirectory: ")
 				return bytes.Replace(st, []byte("\nDirectory: "+string(dir)+"\n"), []byte("\nDirectory: "+path.Dir(pkg.Path)+"\n"), 1)

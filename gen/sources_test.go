@@ -108,12 +108,15 @@ func TestSourcePackages(t *testing.T) {
 			t.Errorf("Release does not list main/source/Sources%s", v)
 		}
 	}
-	srcIdx, err := os.ReadFile(r.tree("dists/stable/main/source/Sources"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(r.tree("dists/stable/main/source/by-hash/SHA256/" + sha256Hex(srcIdx))); err != nil {
-		t.Errorf("no by-hash copy of Sources: %v", err)
+	srcIdx := readIndex(t, r, "dists/stable/main/source/Sources")
+	for _, v := range []string{".gz", ".xz"} {
+		data, err := os.ReadFile(r.tree("dists/stable/main/source/Sources" + v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(r.tree("dists/stable/main/source/by-hash/SHA256/" + sha256Hex(data))); err != nil {
+			t.Errorf("no by-hash copy of Sources%s: %v", v, err)
+		}
 	}
 	st := stanzas(t, srcIdx)
 	if len(st) != 1 || st[0]["Package"] != "hello" || st[0]["Directory"] != "pool/main/h/hello" ||
@@ -186,7 +189,7 @@ func TestSourcePackages(t *testing.T) {
 		t.Errorf("hello 1.0-1 is still listed after its removal")
 	}
 	sourcePackage(t, res.Manifest, "hello", "1.0-2")
-	if srcIdx, _ := os.ReadFile(r.tree("dists/stable/main/source/Sources")); len(stanzas(t, srcIdx)) != 1 {
+	if srcIdx := readIndex(t, r, "dists/stable/main/source/Sources"); len(stanzas(t, srcIdx)) != 1 {
 		t.Errorf("Sources after the removal:\n%s", srcIdx)
 	}
 
@@ -286,10 +289,7 @@ func TestCopySource(t *testing.T) {
 	if i < 0 || res.Manifest.Packages[i].Path != src.Path || !slices.Equal(res.Manifest.Packages[i].Files, src.Files) {
 		t.Fatalf("stable's copy: %+v", res.Manifest.Packages)
 	}
-	data, err := os.ReadFile(r.tree("dists/stable/main/source/Sources"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := readIndex(t, r, "dists/stable/main/source/Sources")
 	if st := stanzas(t, data); len(st) != 1 || st[0]["Package"] != "hello" || st[0]["Directory"] != "pool/main/h/hello" {
 		t.Errorf("stable's Sources:\n%s", data)
 	}

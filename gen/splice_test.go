@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/armor-apt/armor/gen/deb"
+	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -154,21 +155,36 @@ func TestIndexStanzasSplicedInPlace(t *testing.T) {
 	}
 }
 
-// TestIndexStanzasSplicedInTreeFile: a warm build reads the tree's index itself, with
-// room to splice the new one in place, as for an index hydrate made.
-func TestIndexStanzasSplicedInTreeFile(t *testing.T) {
+// TestIndexStanzasSplicedInKeptIndex: a warm build reads the parent's index itself,
+// from the build cache or, published by an earlier armor, from the tree, with room to
+// splice the new one in place, as for an index hydrate made.
+func TestIndexStanzasSplicedInKeptIndex(t *testing.T) {
+	for _, from := range []string{"cache", "tree"} {
+		t.Run(from, func(t *testing.T) { testIndexStanzasSplicedInKeptIndex(t, from) })
+	}
+}
+
+func testIndexStanzasSplicedInKeptIndex(t *testing.T, from string) {
 	const indexPath = "dists/s/main/binary-amd64/Packages"
 	tree := t.TempDir()
 	old, file := smallIndex(50)
-	if err := os.MkdirAll(filepath.Join(tree, filepath.Dir(indexPath)), 0o755); err != nil {
-		t.Fatal(err)
+	o := &Options{TreeDir: tree, CacheDir: t.TempDir()}
+	d := digestsOf(file)
+	switch from {
+	case "cache":
+		keepPlain(o, d.SHA256, file)
+	case "tree":
+		if err := os.MkdirAll(filepath.Join(tree, filepath.Dir(indexPath)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tree, indexPath), file, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := os.WriteFile(filepath.Join(tree, indexPath), file, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	x := loadOldIndex(filepath.Join(tree, indexPath), len(old))
-	if !x.own || cap(x.data) <= len(file) {
-		t.Fatalf("the tree's index was read without room to splice into: own %v, %d bytes, capacity %d", x.own, len(x.data), cap(x.data))
+	par := &parent{made: &madeIndexes{}, plains: map[string]release.Digests{indexPath: d}, o: o}
+	x := par.loadIndex(indexPath)
+	if !x.own || cap(x.data) <= len(file) || !bytes.Equal(x.data, file) {
+		t.Fatalf("the index was read without room to splice into: own %v, %d bytes, capacity %d", x.own, len(x.data), cap(x.data))
 	}
 	// One package added, read in this build: the index grows.
 	added := &manifest.Package{Suite: "s", Component: "main", Name: "p020a", Version: "1", Architecture: "amd64",
@@ -178,7 +194,7 @@ func TestIndexStanzasSplicedInTreeFile(t *testing.T) {
 		Fields: []deb.Field{{Name: "Package", Value: added.Name}, {Name: "Version", Value: "1"}, {Name: "Architecture", Value: "amd64"}},
 	}}}}
 	members := slices.Concat(old[:21], []*manifest.Package{added}, old[21:])
-	stanzas, err := indexStanzas(tree, indexPath, members, old, ins, &parent{made: &madeIndexes{}})
+	stanzas, err := indexStanzas(tree, indexPath, members, old, ins, par)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,8 +87,8 @@ func newTreeWriter(root string) (*treeWriter, error) {
 	}
 	w.stagingMount = m
 	w.mounts[m] = w.staging
-	// One index's three forms at once: more would only hold more of them in memory while
-	// they wait for the disk.
+	// One index's forms at once (its .gz, its .xz and the copy the cache keeps): more would
+	// only hold more of them in memory while they wait for the disk.
 	w.bg.SetLimit(3)
 	return w, nil
 }
@@ -186,7 +186,7 @@ func (w *treeWriter) WriteFile(rel string, data []byte, also ...string) error {
 
 // writeNew creates the file p with data. A large file is flushed at once, on the calling
 // goroutine (indexes are written in the background), so that Commit's syncfs finds little
-// left to do: an index of 100,000 packages is a hundred megabytes in its three forms.
+// left to do: an index of 100,000 packages is 36 MB in its two published forms.
 func writeNew(p string, data []byte) error {
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil {

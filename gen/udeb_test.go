@@ -68,16 +68,19 @@ func TestInstallerPackages(t *testing.T) {
 	if slices.Contains(regular, "di-hello") || !slices.Contains(regular, "hello-dbgsym") {
 		t.Errorf("binary-amd64/Packages lists %v: want hello-dbgsym and not di-hello", regular)
 	}
-	di, err := os.ReadFile(r.tree("dists/stable/main/debian-installer/binary-amd64/Packages"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	di := readIndex(t, r, "dists/stable/main/debian-installer/binary-amd64/Packages")
 	st := stanzas(t, di)
 	if len(st) != 1 || st[0]["Package"] != "di-hello" || st[0]["Filename"] != "pool/main/d/di-hello/di-hello_1.0_amd64.udeb" {
 		t.Errorf("debian-installer/binary-amd64/Packages:\n%s", di)
 	}
-	if _, err := os.Stat(r.tree("dists/stable/main/debian-installer/binary-amd64/by-hash/SHA256/" + sha256Hex(di))); err != nil {
-		t.Errorf("no by-hash copy: %v", err)
+	for _, v := range []string{".gz", ".xz"} {
+		data, err := os.ReadFile(r.tree("dists/stable/main/debian-installer/binary-amd64/Packages" + v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(r.tree("dists/stable/main/debian-installer/binary-amd64/by-hash/SHA256/" + sha256Hex(data))); err != nil {
+			t.Errorf("no by-hash copy of Packages%s: %v", v, err)
+		}
 	}
 	rel, err := os.ReadFile(r.tree("dists/stable/Release"))
 	if err != nil {

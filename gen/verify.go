@@ -13,6 +13,9 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"maps"
+	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,6 +24,7 @@ import (
 
 	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/gen/sign"
+	"github.com/ulikunitz/xz"
 )
 
 // Fetcher reads files of a published tree by slash-separated path, from a directory or
@@ -104,10 +108,17 @@ func VerifyTree(ctx context.Context, f Fetcher, o VerifyOptions) (*VerifyReport,
 		}
 		byHash := rel.AcquireByHash()
 		sums := rel.Sums
+		indexes := map[string][]byte{} // the indexes fetched, by path relative to dist
+		var unpublished []string       // uncompressed indexes published only compressed
 		for _, p := range rel.Paths() {
 			want := sums[p]
 			r.Indexes++
 			data, err := fetchAll(ctx, f, dist+p)
+			if errors.Is(err, fs.ErrNotExist) && compressedListed(sums, p) {
+				// As in Debian's archive: apt fetches a compressed form.
+				unpublished = append(unpublished, p)
+				continue
+			}
 			if err != nil {
 				problem("%s%s: %v", dist, p, err)
 				continue
@@ -124,21 +135,42 @@ func VerifyTree(ctx context.Context, f Fetcher, o VerifyOptions) (*VerifyReport,
 					problem("%s differs from %s%s", bh, dist, p)
 				}
 			}
-			if o.Pool && strings.HasSuffix(p, "/Sources") {
-				if err := collectSourcePool(data, pool); err != nil {
-					problem("%s%s: %v", dist, p, err)
-				}
+			indexes[p] = data
+		}
+		// An index published compressed only must decompress to what Release lists for
+		// its uncompressed form: apt checks the data it decompresses against that.
+		for _, p := range unpublished {
+			data, from, err := decompressIndex(indexes, p)
+			if err != nil {
+				problem("%s%s: not published, and %v", dist, p, err)
+				continue
 			}
-			if o.Pool && strings.HasSuffix(p, "/Packages") {
-				if err := collectPool(data, pool); err != nil {
-					problem("%s%s: %v", dist, p, err)
-				}
+			if got := digestsOf(data); !sumsMatch(data, got, sums[p]) {
+				problem("%s%s decompresses to other data than Release lists for %s%s (size %d, want %d)", dist, from, dist, p, got.Size, sums[p].Size)
+				continue
 			}
-			if o.Pool && strings.HasSuffix(p, "/Packages.gz") && sums[strings.TrimSuffix(p, ".gz")].Size == 0 {
-				if zr, err := gzip.NewReader(bytes.NewReader(data)); err == nil {
-					if plain, err := io.ReadAll(zr); err == nil {
-						collectPool(plain, pool)
-					}
+			indexes[p] = data
+		}
+		if !o.Pool {
+			continue
+		}
+		for _, p := range slices.Sorted(maps.Keys(indexes)) {
+			var err error
+			switch path.Base(p) {
+			case "Sources":
+				err = collectSourcePool(indexes[p], pool)
+			case "Packages":
+				err = collectPool(indexes[p], pool)
+			}
+			if err != nil {
+				problem("%s%s: %v", dist, p, err)
+			}
+		}
+		// A Release listing no uncompressed Packages: its .gz, then.
+		for _, p := range slices.Sorted(maps.Keys(indexes)) {
+			if plain := strings.TrimSuffix(p, ".gz"); path.Base(plain) == "Packages" && plain != p && indexes[plain] == nil {
+				if data, err := gunzipAll(indexes[p]); err == nil {
+					collectPool(data, pool)
 				}
 			}
 		}
@@ -161,6 +193,56 @@ func VerifyTree(ctx context.Context, f Fetcher, o VerifyOptions) (*VerifyReport,
 		return r, fmt.Errorf("%w: %d problem(s), first: %s", ErrVerify, len(r.Problems), r.Problems[0])
 	}
 	return r, nil
+}
+
+// compressedListed reports whether sums lists a compressed form of the index p.
+func compressedListed(sums map[string]release.Digests, p string) bool {
+	_, gz := sums[p+".gz"]
+	_, xz := sums[p+".xz"]
+	return gz || xz
+}
+
+// decompressIndex returns the index p decompressed from its .gz or, failing that, its
+// .xz among the fetched indexes, and the path of the one it decompressed.
+func decompressIndex(indexes map[string][]byte, p string) ([]byte, string, error) {
+	var errs []error
+	for _, ext := range []string{".gz", ".xz"} {
+		comp, ok := indexes[p+ext]
+		if !ok {
+			continue
+		}
+		var data []byte
+		var err error
+		if ext == ".gz" {
+			data, err = gunzipAll(comp)
+		} else {
+			data, err = unxzAll(comp)
+		}
+		if err == nil {
+			return data, p + ext, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", p+ext, err))
+	}
+	if len(errs) == 0 {
+		return nil, "", errors.New("no compressed form of it could be fetched")
+	}
+	return nil, "", errors.Join(errs...)
+}
+
+func gunzipAll(data []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(zr)
+}
+
+func unxzAll(data []byte) ([]byte, error) {
+	zr, err := xz.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(zr)
 }
 
 // sumsMatch reports whether data, whose digests are got, has the size and every sum want
@@ -270,11 +352,19 @@ func checkPoolFile(ctx context.Context, f Fetcher, p string, want poolEntry) err
 	return nil
 }
 
+// errMissing is fetchAll's error for a file the tree does not have.
+var errMissing error = missingError{}
+
+type missingError struct{}
+
+func (missingError) Error() string        { return "missing" }
+func (missingError) Is(target error) bool { return target == fs.ErrNotExist }
+
 func fetchAll(ctx context.Context, f Fetcher, p string) ([]byte, error) {
 	rc, err := f.Open(ctx, p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, errors.New("missing")
+			return nil, errMissing
 		}
 		return nil, err
 	}

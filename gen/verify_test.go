@@ -17,7 +17,9 @@ import (
 // VerifyTree reports exactly that damage, naming the file; the undamaged tree verifies.
 func TestVerifyTree(t *testing.T) {
 	const (
-		packagesGz = "dists/stable/main/binary-amd64/Packages.gz"
+		packages   = "dists/stable/main/binary-amd64/Packages"
+		packagesGz = packages + ".gz"
+		packagesXz = packages + ".xz"
 		poolFile   = "pool/main/libn/libnatpmp/natpmpc_20150609-7.1+b2_amd64.deb"
 	)
 	for _, tc := range []struct {
@@ -33,6 +35,33 @@ func TestVerifyTree(t *testing.T) {
 				flipByte(t, r.tree(packagesGz), 10)
 			},
 			want: []string{packagesGz + ": size or hashes differ from Release"},
+		},
+		{
+			name: "Packages.gz missing: the uncompressed index is checked through its .xz",
+			damage: func(t *testing.T, r *repo) {
+				if err := os.Remove(r.tree(packagesGz)); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: []string{packagesGz + ": missing"},
+		},
+		{
+			name: "no compressed Packages",
+			damage: func(t *testing.T, r *repo) {
+				for _, p := range []string{packagesGz, packagesXz} {
+					if err := os.Remove(r.tree(p)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			},
+			want: []string{packagesGz + ": missing", packagesXz + ": missing", packages + ": not published, and no compressed form of it could be fetched"},
+		},
+		{
+			name: "stale uncompressed Packages",
+			damage: func(t *testing.T, r *repo) {
+				writeFile(t, r.tree(packages), []byte("Package: stale\n"))
+			},
+			want: []string{packages + ": size or hashes differ from Release"},
 		},
 		{
 			name: "missing by-hash file",

@@ -1,0 +1,190 @@
+package gen
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/armor-apt/armor/gen/index"
+	"github.com/armor-apt/armor/gen/release"
+	"github.com/armor-apt/armor/internal/atomicfile"
+	"github.com/armor-apt/armor/manifest"
+)
+
+// Uncompressed indexes. A suite publishes its Packages and Sources indexes compressed
+// only, as .gz and .xz with their by-hash copies, as Debian's archive does. Its Release
+// still lists the uncompressed form's size and sums, as Debian's does: apt checks the
+// data it decompresses against them, and a mirror that keeps indexes decompressed relies
+// on them. apt never asks for the uncompressed form of an index whose compressed forms
+// Release lists. At 100,000 packages the uncompressed Packages is 80 MB against 19 MB
+// for its .gz and 17 MB for its .xz: not publishing it cuts what each release writes,
+// uploads and keeps in the store by two thirds.
+//
+// The next build still needs the uncompressed index, for the stanzas of the packages
+// it leaves as they are. The build cache keeps it under its SHA-256, written without an
+// fsync and followed by its CRC-32C, which a torn write fails. Without a usable copy the
+// build decompresses the tree's .gz, as a fresh runner's hydrate does the store's.
+
+// plainDirName is the directory of the build cache that keeps uncompressed indexes.
+const plainDirName = "plain"
+
+// plainMagic ends a kept index, after the CRC-32C of its bytes.
+var plainMagic = [4]byte{'A', 'P', 'L', '1'}
+
+const plainTrailer = 8 // CRC-32C and magic
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// plainIndexNames are the base names of the indexes a build takes stanzas from.
+var plainIndexNames = []string{"Packages", "Sources"}
+
+// isPlainIndex reports whether a path of the tree names an uncompressed Packages or
+// Sources index.
+func isPlainIndex(p string) bool { return slices.Contains(plainIndexNames, path.Base(p)) }
+
+func plainDir(o *Options) string { return filepath.Join(o.CacheDir, plainDirName) }
+
+// keepPlain keeps data, an uncompressed index whose SHA-256 is sum, for the next build.
+// Its failures cost the next build only time.
+func keepPlain(o *Options, sum string, data []byte) {
+	dir := plainDir(o)
+	dst := filepath.Join(dir, sum)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return
+	}
+	var trailer [plainTrailer]byte
+	binary.LittleEndian.PutUint32(trailer[:4], crc32.Checksum(data, castagnoli))
+	copy(trailer[4:], plainMagic[:])
+	_ = atomicfile.Write(dst, 0o644, false, func(w io.Writer) error {
+		if _, err := w.Write(data); err != nil {
+			return err
+		}
+		_, err := w.Write(trailer[:])
+		return err
+	})
+}
+
+// keptPlain returns the kept uncompressed index of digests d, in an array with room
+// beyond its end (index.PlainCap) for the next index to be spliced in its place; false
+// if none is kept, or the copy is damaged.
+func keptPlain(o *Options, d release.Digests) ([]byte, bool) {
+	if d.SHA256 == "" || strings.ContainsAny(d.SHA256, "/.") {
+		return nil, false
+	}
+	f, err := os.Open(filepath.Join(plainDir(o), d.SHA256))
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() != d.Size+plainTrailer {
+		return nil, false
+	}
+	size := int(d.Size)
+	buf := make([]byte, size+plainTrailer, max(index.PlainCap(size), size+plainTrailer))
+	if _, err := io.ReadFull(f, buf); err != nil {
+		return nil, false
+	}
+	data, trailer := buf[:size], buf[size:]
+	if [4]byte(trailer[4:]) != plainMagic || binary.LittleEndian.Uint32(trailer[:4]) != crc32.Checksum(data, castagnoli) {
+		return nil, false
+	}
+	return data, true
+}
+
+// keepOnlyPlains removes from the build cache the uncompressed indexes that the Release
+// files of the release just built do not list, and from the tree those an armor that
+// published them left there: they no longer match their Release.
+func keepOnlyPlains(o *Options, suites []suiteIndexes) {
+	keep := map[string]bool{}
+	for i, si := range suites {
+		for rel, d := range si.sums {
+			if !isPlainIndex(rel) {
+				continue
+			}
+			keep[d.SHA256] = true
+			if i < len(o.Suites) {
+				os.Remove(filepath.Join(o.TreeDir, "dists", o.Suites[i].Codename, filepath.FromSlash(rel)))
+			}
+		}
+	}
+	prunePlain(o, keep)
+}
+
+// prunePlain removes the kept indexes whose digests keep does not hold.
+func prunePlain(o *Options, keep map[string]bool) {
+	entries, err := os.ReadDir(plainDir(o))
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !keep[e.Name()] {
+			os.Remove(filepath.Join(plainDir(o), e.Name()))
+		}
+	}
+}
+
+// plainIndexes returns the uncompressed Packages and Sources indexes that prev's Release
+// files list, by path in the tree ("dists/stable/main/binary-amd64/Packages"): the
+// indexes a build takes stanzas from. The Release files are read from the tree and must
+// be those prev lists; a suite-name alias lists its codename's again, and is left out.
+// An index prev publishes (made by an armor that published them) is one too.
+func plainIndexes(o *Options, prev *manifest.Manifest) map[string]release.Digests {
+	out := map[string]release.Digests{}
+	if prev == nil {
+		return out
+	}
+	aliases := aliasDirs(o)
+	files := map[string]manifest.File{}
+	for _, f := range prev.Files {
+		if !strings.HasPrefix(f.Path, "dists/") || isAlias(aliases, f.Path) || strings.Contains(f.Path, "/by-hash/") {
+			continue
+		}
+		switch {
+		case path.Base(f.Path) == "Release" && strings.Count(f.Path, "/") == 2:
+			files[f.Path] = f
+		case isPlainIndex(f.Path):
+			out[f.Path] = release.Digests{Size: f.Size, SHA256: f.SHA256}
+		}
+	}
+	for p := range files {
+		dist := path.Dir(p) + "/"
+		for rel, d := range previousReleaseSums(o.TreeDir, p, files) {
+			if isPlainIndex(rel) {
+				out[dist+rel] = d
+			}
+		}
+	}
+	return out
+}
+
+// parentPlain returns the parent's uncompressed index at indexPath, whose digests are
+// d, in an array with room for a splice in place: the copy the cache keeps, or the
+// tree's (a release armor published before it stopped publishing them), or the tree's
+// .gz decompressed. Each is checked against d; false if none matches.
+func parentPlain(o *Options, indexPath string, d release.Digests) ([]byte, bool) {
+	if data, ok := keptPlain(o, d); ok {
+		return data, true
+	}
+	if d.SHA256 == "" {
+		return nil, false
+	}
+	file := filepath.Join(o.TreeDir, filepath.FromSlash(indexPath))
+	if data, err := readWithRoom(file); err == nil && int64(len(data)) == d.Size && sha256Hex(data) == d.SHA256 {
+		return data, true
+	}
+	gz, err := os.ReadFile(file + ".gz")
+	if err != nil {
+		return nil, false
+	}
+	data, _, err := index.Gunzip(gz, int(d.Size))
+	if err != nil || int64(len(data)) != d.Size || sha256Hex(data) != d.SHA256 {
+		return nil, false
+	}
+	return data, true
+}
