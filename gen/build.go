@@ -207,10 +207,16 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 	}
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		keepPlains(&o, idx.plains)
+	}()
 	tw.Done()
 	writeTreeMarker(&o, m.ID)
 	writeUnrecorded(&o, m)
 	writeStatCache(&o, <-cacheData)
+	<-kept
 	keepOnlyPlains(&o, idx.suites)
 	stats.Packages = len(m.Packages)
 	return &Result{Manifest: m, Parent: par.m, Encoded: encoded, Stats: stats}, nil

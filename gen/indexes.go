@@ -20,6 +20,15 @@ type indexesMade struct {
 	suites  []suiteIndexes  // one per Options.Suites, in its order
 	files   []manifest.File // every index and its by-hash copy, reused or new, unsorted
 	written int             // indexes regenerated
+	// plains are the uncompressed forms of the indexes regenerated, which the build cache
+	// keeps once the release is committed (keepPlains).
+	plains []plainIndex
+}
+
+// plainIndex is an uncompressed index and its SHA-256.
+type plainIndex struct {
+	sum  string
+	data []byte
 }
 
 // newIndexesMade returns an indexesMade for n suites, none of whose indexes is known yet.
@@ -38,6 +47,7 @@ func (m *indexesMade) merge(other indexesMade) {
 		m.suites[i].changed = m.suites[i].changed || s.changed
 	}
 	m.files = append(m.files, other.files...)
+	m.plains = append(m.plains, other.plains...)
 }
 
 // suiteIndexes is what a suite's Release lists of its indexes.
@@ -194,13 +204,14 @@ func byHashPath(indexPath, sum string) string {
 
 // writeIndex assembles the Packages or Sources index at indexPath (relative to the tree)
 // from its stanzas and stages its published forms, each with its by-hash copy, in the
-// background; the uncompressed form goes to the build cache (keepPlain). It returns the
-// digests of the three forms, in the order of variants.
-func writeIndex(o *Options, tw *treeWriter, icache *index.Cache, indexPath string, stanzas [][]byte) ([3]release.Digests, error) {
+// background. It returns the digests of the three forms, in the order of variants, and
+// adds the uncompressed one to out.plains.
+func writeIndex(tw *treeWriter, icache *index.Cache, indexPath string, stanzas [][]byte, out *indexesMade) ([3]release.Digests, error) {
 	files, err := index.Build(stanzas, icache, indexPath)
 	if err != nil {
 		return files.Digests, err
 	}
+	out.plains = append(out.plains, plainIndex{files.Digests[0].SHA256, files.Plain})
 	for i, data := range [][]byte{files.Gzip, files.Xz} {
 		p := indexPath + published[i]
 		bh := byHashPath(indexPath, files.Digests[i+1].SHA256)
@@ -212,11 +223,6 @@ func writeIndex(o *Options, tw *treeWriter, icache *index.Cache, indexPath strin
 			return nil
 		})
 	}
-	plain, sum := files.Plain, files.Digests[0].SHA256
-	tw.Go(func() error {
-		keepPlain(o, sum, plain)
-		return nil
-	})
 	return files.Digests, nil
 }
 

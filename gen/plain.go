@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/armor-apt/armor/gen/index"
 	"github.com/armor-apt/armor/gen/release"
@@ -95,6 +96,17 @@ func keptPlain(o *Options, d release.Digests) ([]byte, bool) {
 		return nil, false
 	}
 	return data, true
+}
+
+// keepPlains has the build cache keep the uncompressed indexes the build made, once the
+// release is committed: written before, they would be flushed by the commit's syncfs
+// (80 MB at 100,000 packages), which only the release's own files need.
+func keepPlains(o *Options, plains []plainIndex) {
+	var wg sync.WaitGroup
+	for _, p := range plains {
+		wg.Go(func() { keepPlain(o, p.sum, p.data) })
+	}
+	wg.Wait()
 }
 
 // keepOnlyPlains removes from the build cache the uncompressed indexes that the Release
