@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"io"
+	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -211,5 +213,78 @@ func TestSeedPublishedBackground(t *testing.T) {
 	buildFromCache(t, base, fresh, parent)
 	if s := fresh.Stats(); s.Corrupt != 0 {
 		t.Errorf("build stats on the cache as written: %+v, want every entry found intact", s)
+	}
+}
+
+// TestGunzipMembersParallel: the members of an index Build wrote are found by their
+// headers and decoded at once, to what decoding them one after the other gives. A file
+// with those header bytes inside a member's data, or with a member of another writer's
+// header, decodes just the same, one member after the other.
+func TestGunzipMembersParallel(t *testing.T) {
+	parent, err := Build(synthStanzas(6000, 7), nil, testName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(parent.Gzip) < parallelGunzipMin {
+		t.Fatalf("the test index's .gz is %d bytes, under %d", len(parent.Gzip), parallelGunzipMin)
+	}
+	serial, serialMembers, err := gunzipSerial(parent.Gzip, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, members, ok := gunzipMembers(parent.Gzip)
+	if !ok {
+		t.Fatal("Build's .gz was not decoded member by member in parallel")
+	}
+	sameBytes(t, "decoded in parallel", plain, serial)
+	if len(members) < 3 || !slices.Equal(members, serialMembers) {
+		t.Errorf("members %v, want %v", members, serialMembers)
+	}
+	if cap(plain) < PlainCap(len(plain)) {
+		t.Errorf("capacity %d, want room to splice (%d)", cap(plain), PlainCap(len(plain)))
+	}
+
+	// Random bytes do not compress: deflate stores them as they are, the header's bytes
+	// within them too.
+	noise := make([]byte, 300<<10)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range noise {
+		noise[i] = byte(rng.Uint32())
+	}
+	copy(noise[100<<10:], memberHeader)
+	trap, err := compressGzipMember(noise)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(trap[len(memberHeader):], memberHeader) {
+		t.Fatal("the trap member does not hold the header's bytes")
+	}
+	var other bytes.Buffer
+	zw := gzip.NewWriter(&other)
+	zw.Name = "other"
+	zw.Write(noise[:1000])
+	zw.Close()
+	for name, gz := range map[string][]byte{
+		"header bytes inside a member": slices.Concat(parent.Gzip, trap),
+		"another writer's member":      slices.Concat(parent.Gzip, other.Bytes()),
+	} {
+		if _, _, ok := gunzipMembers(gz); ok {
+			t.Errorf("%s: decoded in parallel", name)
+		}
+		want, wantMembers, err := gunzipSerial(gz, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, gotMembers, err := Gunzip(gz, 0)
+		if err != nil || !bytes.Equal(got, want) || !slices.Equal(gotMembers, wantMembers) {
+			t.Errorf("%s: Gunzip gave %d bytes, %d members (%v), want %d bytes, %d members", name, len(got), len(gotMembers), err, len(want), len(wantMembers))
+		}
+	}
+
+	// A damaged member is an error, as decoding one after the other finds it.
+	bad := bytes.Clone(parent.Gzip)
+	bad[members[1].Off+members[1].Size-8] ^= 1 // its CRC
+	if _, _, err := Gunzip(bad, 0); err == nil {
+		t.Error("a member with a wrong CRC decoded")
 	}
 }
