@@ -230,8 +230,8 @@ func TestAddOne(t *testing.T) {
 			assertChanged(t, changed, allowed...)
 			for _, dir := range tc.rewritten {
 				if arch, ok := strings.CutPrefix(dir, contentsOf("")); ok {
-					assertChanged(t, changed, dir, dir+".gz")
-					if c := string(readTree(t, r, dir)); !strings.Contains(c, "usr/share/doc/newpkg/README") {
+					assertChanged(t, changed, dir+".gz")
+					if c := string(readIndex(t, r, dir)); !strings.Contains(c, "usr/share/doc/newpkg/README") {
 						t.Errorf("Contents-%s does not list newpkg's file:\n%s", arch, c)
 					}
 					continue
@@ -273,7 +273,7 @@ func TestRemoveOne(t *testing.T) {
 		t.Errorf("stats %+v: want Read 0, Removed 1, Added 0, Packages 7, IndexesWritten 1", s)
 	}
 	assertOnlyUnder(t, changed, append([]string{amd64Dir, contentsOf("amd64"), contentsByHash}, signedFiles...)...)
-	if c := string(readTree(t, r, contentsOf("amd64"))); strings.Contains(c, "libnatpmp-dev") || !strings.Contains(c, "libnatpmp1") {
+	if c := string(readIndex(t, r, contentsOf("amd64"))); strings.Contains(c, "libnatpmp-dev") || !strings.Contains(c, "libnatpmp1") {
 		t.Errorf("Contents-amd64 still lists the removed package, or lost another:\n%s", c)
 	}
 	if names := packageNames(t, packagesFile(t, r, "amd64")); slices.Contains(names, "libnatpmp-dev") {

@@ -275,7 +275,7 @@ func TestCopy(t *testing.T) {
 		t.Errorf("stable's stanza %q differs from testing's %q", stableSt, testingSt)
 	}
 	// The copy's file list comes from testing's Contents file: its .deb is gone.
-	if c := string(readTree(t, r, "dists/stable/main/Contents-amd64")); !strings.Contains(c, "usr/share/doc/tool/README ") {
+	if c := string(readIndex(t, r, "dists/stable/main/Contents-amd64")); !strings.Contains(c, "usr/share/doc/tool/README ") {
 		t.Errorf("stable's Contents-amd64 does not list the copied tool's file:\n%s", c)
 	}
 	if res.Stats.FilesWritten > 16 {

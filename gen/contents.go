@@ -50,6 +50,8 @@ func (k contentsKey) name() string {
 	return k.component + "/Contents-" + k.arch
 }
 
+// contentsVariants are the forms of a Contents file Release lists: the uncompressed one,
+// not published (see plain.go), and the .gz, as in Debian's archive.
 var contentsVariants = []string{"", ".gz"}
 
 // contentsColumn is the width dak pads paths to.
@@ -116,16 +118,21 @@ func writeContents(ctx context.Context, o *Options, par *parent, pkgs []manifest
 						}
 						continue
 					}
-					base, _ := previousFile(o.TreeDir, dist+rel, par.files)
+					base, _ := parentPlain(o, dist+rel, par.plains[dist+rel])
 					plain, err := buildContents(ctx, base, sel, prevSel, lists)
 					if err != nil {
 						return out, fmt.Errorf("contents %s%s: %w", dist, rel, err)
 					}
-					if err := stageContents(tw, dist+rel, plain, func(v int, d release.Digests) bool {
+					err = stageContents(tw, dist+rel, plain, func(v int, d release.Digests) bool {
 						idx.suites[si].sums[rel+contentsVariants[v]] = d
+						if contentsVariants[v] == "" {
+							idx.plains = append(idx.plains, plainIndex{d.SHA256, plain})
+							return false
+						}
 						idx.files = append(idx.files, manifest.File{Path: dist + rel + contentsVariants[v], Size: d.Size, SHA256: d.SHA256})
 						return listByHash(manifest.File{Path: byHashPath(dist+rel, d.SHA256), Size: d.Size, SHA256: d.SHA256})
-					}); err != nil {
+					})
+					if err != nil {
 						return out, fmt.Errorf("contents %s%s: %w", dist, rel, err)
 					}
 					idx.suites[si].changed = true
@@ -183,7 +190,10 @@ func newestByName(members []*manifest.Package) []*manifest.Package {
 // reusableContents returns the manifest entries of a Contents file whose packages did
 // not change and whose files the tree and the previous Release still vouch for.
 func reusableContents(o *Options, prevFiles map[string]manifest.File, prevSums map[string]release.Digests, dist, rel string, sel, prevSel []*manifest.Package) ([]manifest.File, bool) {
-	return reusableFiles(o, prevFiles, prevSums, dist, rel, contentsVariants, func() bool { return slices.EqualFunc(sel, prevSel, sameFiles) })
+	if _, ok := prevSums[rel]; !ok {
+		return nil, false
+	}
+	return reusableFiles(o, prevFiles, prevSums, dist, rel, contentsVariants[1:], func() bool { return slices.EqualFunc(sel, prevSel, sameFiles) })
 }
 
 // buildContents returns the Contents file of the packages sel. base is the parent's
@@ -333,18 +343,19 @@ func appendContentsLine(out []byte, path string, items []string) []byte {
 	return append(out, '\n')
 }
 
-// stageContents stages a Contents file, plain and gzipped, each with its by-hash copy
-// unless list, told each form's digests (by its index in contentsVariants), says another
-// file of the same content has it.
+// stageContents stages a Contents file gzipped, with its by-hash copy unless list says
+// another file of the same content has it. list is told each form's digests, by its
+// index in contentsVariants, the uncompressed form's too, which is not published.
 func stageContents(tw *treeWriter, p string, plain []byte, list func(v int, d release.Digests) bool) error {
 	gz, err := gzipContents(plain)
 	if err != nil {
 		return err
 	}
-	for i, data := range [][]byte{plain, gz} {
+	list(0, digestsOf(plain))
+	for i, data := range [][]byte{gz} {
 		d := digestsOf(data)
-		f, also := p+contentsVariants[i], []string{byHashPath(p, d.SHA256)}
-		if !list(i, d) {
+		f, also := p+contentsVariants[i+1], []string{byHashPath(p, d.SHA256)}
+		if !list(i+1, d) {
 			also = nil
 		}
 		tw.Go(func() error {
@@ -466,7 +477,8 @@ func (l *parentLists) find(p *manifest.Package) (fileList, bool) {
 
 // split reads a Contents file of the parent into the file list of each package name.
 func (l *parentLists) split(k contentsKey) map[string]fileList {
-	data, ok := previousFile(l.o.TreeDir, "dists/"+k.suite+"/"+k.name(), l.par.files)
+	p := "dists/" + k.suite + "/" + k.name()
+	data, ok := parentPlain(l.o, p, l.par.plains[p])
 	if !ok {
 		return nil
 	}

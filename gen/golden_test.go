@@ -140,14 +140,14 @@ func goldenOutput(t *testing.T, r *repo, m *manifest.Manifest) map[string][]byte
 	}
 	for _, f := range m.Files {
 		base := f.Path[strings.LastIndexByte(f.Path, '/')+1:]
-		contents := strings.HasPrefix(base, "Contents-") && !strings.HasSuffix(base, ".gz")
+		contents := strings.HasPrefix(base, "Contents-") && strings.HasSuffix(base, ".gz")
 		if strings.Contains(f.Path, "/by-hash/") || (base != "Release" && base != "Packages.gz" && !contents) {
 			continue
 		}
 		if parts := strings.SplitN(f.Path, "/", 3); aliases[parts[0]+"/"+parts[1]+"/"] {
 			continue // the codename's file, through the link (the manifest lists it)
 		}
-		if base == "Packages.gz" {
+		if base == "Packages.gz" || contents {
 			// Published compressed only: its readable form, which Release lists too.
 			plain := strings.TrimSuffix(f.Path, ".gz")
 			out[plain] = readIndex(t, r, plain)

@@ -326,9 +326,9 @@ func packagesFile(t testing.TB, r *repo, arch string) []byte {
 	return readIndex(t, r, "dists/stable/main/binary-"+arch+"/Packages")
 }
 
-// readIndex returns the uncompressed Packages or Sources index rel of a tree, which
-// publishes only its .gz and .xz: decompressed from the .gz, after checking that the
-// uncompressed form is not in the tree.
+// readIndex returns the uncompressed Packages, Sources or Contents index rel of a tree,
+// which publishes only its compressed forms: decompressed from the .gz, after checking
+// that the uncompressed form is not in the tree.
 func readIndex(t testing.TB, r *repo, rel string) []byte {
 	t.Helper()
 	if _, err := os.Stat(r.tree(rel)); err == nil {

@@ -144,6 +144,9 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 	plains := plainIndexes(o, prev)
 	byGz := map[string][]string{} // digest of a fetched .gz → the uncompressed indexes it makes
 	for _, ip := range slices.Sorted(maps.Keys(plains)) {
+		if _, published := all[ip]; !isStanzaIndex(ip) && !published {
+			continue // a Contents file: the build decompresses the tree's when it needs it
+		}
 		if gz, ok := all[ip+".gz"]; ok && got[gz.SHA256] != nil {
 			byGz[gz.SHA256] = append(byGz[gz.SHA256], ip)
 		}
@@ -175,8 +178,10 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 				}
 				written[f.SHA256] = true
 			}
-			made.add(ip, data, len(ips) > 1)
-			seeds = append(seeds, seed{ip, data, ms})
+			if isStanzaIndex(ip) {
+				made.add(ip, data, len(ips) > 1)
+				seeds = append(seeds, seed{ip, data, ms})
+			}
 		}
 	}
 	// A published one that no Release lists (it should) is fetched after all.

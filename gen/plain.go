@@ -18,7 +18,8 @@ import (
 )
 
 // Uncompressed indexes. A suite publishes its Packages and Sources indexes compressed
-// only, as .gz and .xz with their by-hash copies, as Debian's archive does. Its Release
+// only, as .gz and .xz with their by-hash copies, and its Contents files as .gz, as
+// Debian's archive does. Its Release
 // still lists the uncompressed form's size and sums, as Debian's does: apt checks the
 // data it decompresses against them, and a mirror that keeps indexes decompressed relies
 // on them. apt never asks for the uncompressed form of an index whose compressed forms
@@ -41,12 +42,19 @@ const plainTrailer = 8 // CRC-32C and magic
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// plainIndexNames are the base names of the indexes a build takes stanzas from.
-var plainIndexNames = []string{"Packages", "Sources"}
+// stanzaIndexNames are the base names of the indexes a build takes stanzas from.
+var stanzaIndexNames = []string{"Packages", "Sources"}
 
-// isPlainIndex reports whether a path of the tree names an uncompressed Packages or
+// isStanzaIndex reports whether a path of the tree names an uncompressed Packages or
 // Sources index.
-func isPlainIndex(p string) bool { return slices.Contains(plainIndexNames, path.Base(p)) }
+func isStanzaIndex(p string) bool { return slices.Contains(stanzaIndexNames, path.Base(p)) }
+
+// isPlainIndex reports whether a path of the tree names an uncompressed index: Packages,
+// Sources or Contents.
+func isPlainIndex(p string) bool {
+	b := path.Base(p)
+	return isStanzaIndex(p) || (strings.HasPrefix(b, "Contents-") && !strings.Contains(b, "."))
+}
 
 func plainDir(o *Options) string { return filepath.Join(o.CacheDir, plainDirName) }
 
@@ -141,9 +149,9 @@ func prunePlain(o *Options, keep map[string]bool) {
 	}
 }
 
-// plainIndexes returns the uncompressed Packages and Sources indexes that prev's Release
-// files list, by path in the tree ("dists/stable/main/binary-amd64/Packages"): the
-// indexes a build takes stanzas from. The Release files are read from the tree and must
+// plainIndexes returns the uncompressed Packages, Sources and Contents indexes that prev's
+// Release files list, by path in the tree ("dists/stable/main/binary-amd64/Packages"):
+// the indexes a build takes stanzas and file lists from. The Release files are read from the tree and must
 // be those prev lists; a suite-name alias lists its codename's again, and is left out.
 // An index prev publishes (made by an armor that published them) is one too.
 func plainIndexes(o *Options, prev *manifest.Manifest) map[string]release.Digests {

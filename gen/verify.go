@@ -55,8 +55,10 @@ var ErrVerify = errors.New("tree does not verify")
 // VerifyTree checks a tree the way apt does: each suite's InRelease signature (and
 // Release.gpg when present), that Release is InRelease's signed text, every index
 // Release lists (size, MD5, SHA256, and SHA1 where listed) and its by-hash copy, Valid-Until, and with
-// Pool every pool file a Packages or Sources index lists (size and SHA256). It keeps going after a
-// problem and reports them all.
+// Pool every pool file a Packages or Sources index lists (size and SHA256). An uncompressed
+// index the tree does not have, as Debian's archive and armor's do not, is checked through
+// its .gz or .xz, which must decompress to what Release lists for it. It keeps going after
+// a problem and reports them all.
 func VerifyTree(ctx context.Context, f Fetcher, o VerifyOptions) (*VerifyReport, error) {
 	r := &VerifyReport{}
 	if o.Now.IsZero() {
