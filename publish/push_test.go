@@ -61,7 +61,7 @@ func newPushProject(t *testing.T, remote string) pushProject {
 }
 
 // build builds the project's tree and writes its manifest, as armor build does.
-func (p pushProject) build(t *testing.T) {
+func (p pushProject) build(t *testing.T) *gen.Result {
 	t.Helper()
 	f, err := os.Open(testKey)
 	if err != nil {
@@ -98,6 +98,7 @@ func (p pushProject) build(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return res
 }
 
 // options are the options of a push of the project to s.
