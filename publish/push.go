@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -144,15 +145,24 @@ func Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if o.DryRun {
 		return res, nil
 	}
-	// Remember what the store now holds, so the next push does not even ask about it.
-	if err := atomicfile.WriteFile(state, rel.data, 0o644); err != nil {
-		return res, err
-	}
+	// Remember what the store now holds, so the next push does not even ask about it. The
+	// pushed state is checked when read (its id is the digest of its content), so it is
+	// written without fsync, while controld takes the release: a lost or torn one, or one
+	// that could not be written, costs the next push time only.
+	saved := make(chan struct{})
+	go func() {
+		defer close(saved)
+		if !plan.statePushed {
+			_ = atomicfile.WriteFileUnsynced(state, rel.data, 0o644)
+		}
+	}()
 	if o.Controld == nil {
+		<-saved
 		// Published to a store no controld checks: the next build names it as its parent.
 		return res, gen.Recorded(o.Cache, rel.ID)
 	}
 	err = record(ctx, c, o.Controld, rel, res)
+	<-saved
 	if res.Recorded {
 		// The next build names this release as its parent.
 		if rerr := gen.Recorded(o.Cache, rel.ID); rerr != nil && err == nil {
@@ -247,6 +257,10 @@ type uploadPlan struct {
 // build record and controld, or else from the pushed state and the parent's manifest.
 func planUploads(ctx context.Context, c *client.Client, s store.Store, o PushOptions, rel *pushRelease, state string) (*uploadPlan, error) {
 	if b := rel.built; b != nil {
+		if holdsManifest(state, rel.data) {
+			// Pushed from here already: every object is in the store.
+			return &uploadPlan{objects: b.Objects, known: b.Objects, manifestKnown: true, statePushed: true}, nil
+		}
 		if parentRecorded(ctx, c, o.Controld.Repo, b.Parent) {
 			p := &uploadPlan{objects: b.Objects, known: b.Objects - len(b.New)}
 			for _, n := range b.New {
@@ -272,6 +286,17 @@ func planUploads(ctx context.Context, c *client.Client, s store.Store, o PushOpt
 func parentRecorded(ctx context.Context, c *client.Client, repo, parent string) bool {
 	r, err := c.Release(ctx, repo, parent)
 	return err == nil && r.ID == parent
+}
+
+// holdsManifest reports whether the file at path holds exactly data; a file of another
+// size is not read.
+func holdsManifest(path string, data []byte) bool {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() != int64(len(data)) {
+		return false
+	}
+	got, err := os.ReadFile(path)
+	return err == nil && bytes.Equal(got, data)
 }
 
 // uploadRelease uploads the release's missing objects from the tree, then its manifest.
