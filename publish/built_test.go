@@ -101,7 +101,8 @@ func newObjects(t *testing.T, path string, before map[string]int64) map[string]b
 // release built on the active one asks the store about the release's new objects only,
 // and with the build record it reads no manifest from the store; a record of another
 // manifest, or a damaged one, is ignored, and the push fetches the parent's manifest as
-// it does without a record. Every push leaves the whole release in the store and active.
+// it does without a record. Every push leaves the whole release in the store and active,
+// and pushed again asks the store nothing.
 func TestPushBuildRecord(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -183,6 +184,13 @@ func TestPushBuildRecord(t *testing.T) {
 				t.Errorf("with the build record the push read %v from the store, want nothing", opened)
 			case tc.spoil != nil && !slices.Equal(opened, []string{parent.Manifest}):
 				t.Errorf("with a record it cannot use the push read %v from the store, want the parent's manifest %s", opened, parent.Manifest)
+			}
+
+			// Pushed again, from the same runner: the pushed state holds the release.
+			s.Reset()
+			again := pushTo(t, p, s, c, url, true)
+			if n := s.Counts(); n.Requests() != 0 || again.Uploads.Known != len(all) {
+				t.Errorf("the push of a release pushed from here made %d store requests (%+v), stats %+v; want none, all %d known", n.Requests(), n, again.Uploads, len(all))
 			}
 		})
 	}

@@ -273,7 +273,8 @@ func planUploads(ctx context.Context, c *client.Client, s store.Store, o PushOpt
 		}
 	}
 	known, last := knownObjects(state)
-	if c != nil && rel.Parent != last {
+	// A pushed state of this release knows every object; of its parent, the parent's.
+	if c != nil && rel.Parent != last && rel.ID != last {
 		known = withParentObjects(ctx, c, s, o.Controld.Repo, rel.Parent, known)
 	}
 	p := &uploadPlan{manifestKnown: known[rel.sum]}
