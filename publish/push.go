@@ -29,7 +29,8 @@ type PushOptions struct {
 	Manifest string // the release manifest armor build wrote
 	Tree     string // the tree holding the release's files
 	// Cache is the repository's build cache: Push holds its lock (shared with other
-	// pushes, never with a build) and keeps there the record of what it pushed.
+	// pushes, never with a build), keeps there the record of what it pushed, and reads
+	// there the build's record of what the release adds to its parent (WriteBuildRecord).
 	Cache string
 
 	// Store receives the objects. When nil, Push opens Remote with OpenStore once it has
