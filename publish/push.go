@@ -251,7 +251,7 @@ type uploadPlan struct {
 	uploads        []Upload // the release's objects not known present, each once
 	objects, known int      // the release's distinct objects, and how many are known present
 	manifestKnown  bool     // the manifest object is known present
-	statePushed    bool     // the pushed state already records this release
+	statePushed    bool     // the pushed state holds this very manifest already
 }
 
 // planUploads finds which of the release's objects the store is known to hold, from the
