@@ -134,6 +134,9 @@ func TestPushBuildRecord(t *testing.T) {
 			}
 			fresh := r["new"].([]any)
 			i := slices.IndexFunc(fresh, func(o any) bool { return filepath.Ext(o.(map[string]any)["path"].(string)) == ".deb" })
+			if i < 0 {
+				t.Fatalf("the build record lists no new .deb: %s", body)
+			}
 			r["new"] = slices.Delete(fresh, i, i+1)
 			r["objects"] = r["objects"].(float64) - 1
 			body, err := json.Marshal(r)
