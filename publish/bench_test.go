@@ -2,12 +2,17 @@ package publish_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/armor-apt/armor/internal/testkit/s3test"
+	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
 	"github.com/armor-apt/armor/store/storetest"
@@ -81,4 +86,45 @@ func benchmarkPushOneAdded(b *testing.B, n int) {
 	}
 	b.ReportMetric(float64(requests)/float64(b.N), "requests/op")
 	b.ReportMetric(float64(bytesUp)/float64(b.N), "bytes-uploaded/op")
+}
+
+// BenchmarkWriteBuildRecord writes the record of a release of 100,000 packages that adds
+// one package and changes a few index files (what armor build adds to a build of that
+// size): the comparison of the two releases and the digest of the 25 MB manifest.
+func BenchmarkWriteBuildRecord(b *testing.B) {
+	const n = 100000
+	digest := func(i uint64) string {
+		s := sha256.Sum256(binary.BigEndian.AppendUint64(nil, i))
+		return hex.EncodeToString(s[:])
+	}
+	parent := &manifest.Manifest{Schema: manifest.SchemaVersion, Repository: "test", Date: "2026-01-01T00:00:00Z"}
+	for i := range n {
+		name := fmt.Sprintf("pkg%06d", i)
+		parent.Packages = append(parent.Packages, manifest.Package{Suite: "stable", Component: "main", Name: name, Version: "1.0-1",
+			Architecture: "amd64", Path: "pool/main/p/" + name + "/" + name + "_1.0-1_amd64.deb", Size: 1000, SHA256: digest(uint64(i))})
+	}
+	for i := range 30 {
+		parent.Files = append(parent.Files, manifest.File{Path: fmt.Sprintf("dists/stable/f%02d", i), Size: 100, SHA256: digest(1<<40 | uint64(i))})
+	}
+	if err := manifest.Seal(parent); err != nil {
+		b.Fatal(err)
+	}
+	m := &manifest.Manifest{Schema: parent.Schema, Repository: parent.Repository, Parent: parent.ID, Date: parent.Date,
+		Packages: append(slices.Clone(parent.Packages), manifest.Package{Suite: "stable", Component: "main", Name: "zz", Version: "1.0-1",
+			Architecture: "amd64", Path: "pool/main/z/zz/zz_1.0-1_amd64.deb", Size: 1000, SHA256: digest(1 << 41)}),
+		Files: slices.Clone(parent.Files)}
+	for i := range 8 {
+		m.Files[i].SHA256 = digest(1<<42 | uint64(i))
+	}
+	encoded, err := manifest.SealMarshal(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	b.SetBytes(int64(len(encoded)))
+	for b.Loop() {
+		if err := publish.WriteBuildRecord(dir, m, parent, encoded); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -4,7 +4,8 @@
 //   - Push: check first that controld would take the release (Preflight: controld
 //     answers, knows the token, the token may push there, the repository exists), upload
 //     what the store lacks of it (UploadMissing, guided by the record of what the last
-//     push put there), then Record it in controld and activate it.
+//     push put there, and by the build's record of what the release adds to its parent:
+//     WriteBuildRecord), then Record it in controld and activate it.
 //   - Record: hand a release already in the store to controld, activating it on its
 //     parent only (compare-and-swap on the release it was built on, so a release never
 //     replaces one it does not contain); Activate: activate a recorded release, named by

@@ -1,6 +1,7 @@
 package publish
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -28,7 +29,8 @@ type PushOptions struct {
 	Manifest string // the release manifest armor build wrote
 	Tree     string // the tree holding the release's files
 	// Cache is the repository's build cache: Push holds its lock (shared with other
-	// pushes, never with a build) and keeps there the record of what it pushed.
+	// pushes, never with a build), keeps there the record of what it pushed, and reads
+	// there the build's record of what the release adds to its parent (WriteBuildRecord).
 	Cache string
 
 	// Store receives the objects. When nil, Push opens Remote with OpenStore once it has
@@ -80,10 +82,18 @@ type PushResult struct {
 
 // Push makes a built release present in the store, uploading only what is missing, and
 // hands it to controld, which activates it only on its parent (a *StaleParentError
-// otherwise). It asks the store only about objects not recorded as pushed by the last
-// successful Push to the same store, uploads the manifest last (a store holding it holds
+// otherwise). It asks the store only about objects it cannot tell are there: those not
+// recorded as pushed by the last successful Push to the same store and, when controld
+// recorded the release's parent (which it does only once all the parent's objects are in
+// the store), not the parent's. It uploads the manifest last (a store holding it holds
 // the whole release), then records that manifest as pushed. Killed at any point and run
 // again, it finishes the job.
+//
+// Where the build left its record of what the release adds to its parent (see
+// WriteBuildRecord) and that record is of these very manifest bytes, Push takes the
+// release's id, parent and objects from it, and asks controld whether the parent is
+// recorded, instead of parsing the manifest and fetching the parent's from the store.
+// Otherwise, or if the parent is not recorded, it reads both manifests.
 //
 // With Controld, Push first checks that controld would take the release (Preflight: it
 // answers, knows the token, the token may push and, to activate, activate, and the
@@ -100,7 +110,7 @@ func Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		return nil, err
 	}
 	defer unlock()
-	mdata, m, err := readManifest(o.Manifest)
+	rel, err := readRelease(o)
 	if err != nil {
 		return nil, err
 	}
@@ -112,9 +122,9 @@ func Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		if _, err := Preflight(ctx, c, o.Controld); err != nil {
 			return nil, err
 		}
-		if m.Repository != o.Controld.Repo {
+		if rel.Repository != o.Controld.Repo {
 			return nil, fmt.Errorf("%w: %s is a release of repository %s, not of %s, where this push would record it: build it again for %s, or push to %s; nothing was uploaded",
-				ErrWrongRepository, o.Manifest, m.Repository, o.Controld.Repo, o.Controld.Repo, m.Repository)
+				ErrWrongRepository, o.Manifest, rel.Repository, o.Controld.Repo, o.Controld.Repo, rel.Repository)
 		}
 	}
 	s := o.Store
@@ -123,11 +133,12 @@ func Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 			return nil, err
 		}
 	}
-	known, last := knownObjects(pushedStatePath(o.Cache, s))
-	if c != nil && m.Parent != last {
-		known = withParentObjects(ctx, c, s, o.Controld.Repo, m.Parent, known)
+	state := pushedStatePath(o.Cache, s)
+	plan, err := planUploads(ctx, c, s, o, rel, state)
+	if err != nil {
+		return nil, err
 	}
-	res, err := uploadRelease(ctx, s, o, m, mdata, known)
+	res, err := uploadRelease(ctx, s, o, rel, plan)
 	if err != nil {
 		return nil, err
 	}
@@ -135,18 +146,27 @@ func Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if o.DryRun {
 		return res, nil
 	}
-	// Remember what the store now holds, so the next push does not even ask about it.
-	if err := atomicfile.WriteFile(pushedStatePath(o.Cache, s), mdata, 0o644); err != nil {
-		return res, err
-	}
+	// Remember what the store now holds, so the next push does not even ask about it. The
+	// pushed state is checked when read (its id is the digest of its content), so it is
+	// written without fsync, while controld takes the release: a lost or torn one, or one
+	// that could not be written, costs the next push time only.
+	saved := make(chan struct{})
+	go func() {
+		defer close(saved)
+		if !plan.statePushed {
+			_ = atomicfile.WriteFileUnsynced(state, rel.data, 0o644)
+		}
+	}()
 	if o.Controld == nil {
+		<-saved
 		// Published to a store no controld checks: the next build names it as its parent.
-		return res, gen.Recorded(o.Cache, m.ID)
+		return res, gen.Recorded(o.Cache, rel.ID)
 	}
-	err = record(ctx, c, o.Controld, m, res)
+	err = record(ctx, c, o.Controld, rel, res)
+	<-saved
 	if res.Recorded {
 		// The next build names this release as its parent.
-		if rerr := gen.Recorded(o.Cache, m.ID); rerr != nil && err == nil {
+		if rerr := gen.Recorded(o.Cache, rel.ID); rerr != nil && err == nil {
 			err = rerr
 		}
 	}
@@ -154,7 +174,7 @@ func Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 		if errors.Is(err, client.ErrInvalid) {
 			// controld refused the release, perhaps because objects this cache remembers
 			// pushing were collected since (armor gc): the next push asks about each again.
-			_ = os.Remove(pushedStatePath(o.Cache, s))
+			_ = os.Remove(state)
 		}
 		return res, err
 	}
@@ -162,14 +182,40 @@ func Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	return res, nil
 }
 
-// readManifest reads and parses the manifest of the release to push.
-func readManifest(path string) ([]byte, *manifest.Manifest, error) {
-	data, err := os.ReadFile(path)
+// pushRelease is the release Push pushes: its manifest file's bytes and digest, and
+// either the manifest or the build's record of it.
+type pushRelease struct {
+	ID, Parent, Repository string
+	data                   []byte // the manifest file
+	sum                    string // its hex SHA-256
+	m                      *manifest.Manifest
+	built                  *buildRecord
+}
+
+// readRelease reads the manifest of the release to push. With controld to tell whether
+// the parent is recorded, a build record of these bytes stands for the manifest, which
+// is then not parsed.
+func readRelease(o PushOptions) (*pushRelease, error) {
+	data, err := readManifestFile(o.Manifest)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, nil, fmt.Errorf("no manifest at %s: run `armor build` first", path)
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	rel := &pushRelease{data: data, sum: hex.EncodeToString(sum[:])}
+	if o.Controld != nil {
+		if b := readBuildRecord(o.Cache, rel.sum); b != nil {
+			rel.ID, rel.Parent, rel.Repository, rel.built = b.Release, b.Parent, b.Repository, b
+			return rel, nil
 		}
-		return nil, nil, fmt.Errorf("read manifest: %w", err)
+	}
+	return rel, rel.parse(o.Manifest)
+}
+
+// readManifest reads and parses the manifest of a release.
+func readManifest(path string) ([]byte, *manifest.Manifest, error) {
+	data, err := readManifestFile(path)
+	if err != nil {
+		return nil, nil, err
 	}
 	m, err := manifest.Parse(data, path)
 	if err != nil {
@@ -178,25 +224,99 @@ func readManifest(path string) ([]byte, *manifest.Manifest, error) {
 	return data, m, nil
 }
 
+// readManifestFile reads the manifest file at path.
+func readManifestFile(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("no manifest at %s: run `armor build` first", path)
+		}
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	return data, nil
+}
+
+// parse parses the release's manifest, read from path.
+func (r *pushRelease) parse(path string) error {
+	m, err := manifest.Parse(r.data, path)
+	if err != nil {
+		return err
+	}
+	r.m, r.ID, r.Parent, r.Repository = m, m.ID, m.Parent, m.Repository
+	return nil
+}
+
+// uploadPlan is what a push asks the store about.
+type uploadPlan struct {
+	uploads        []Upload // the release's objects not known present, each once
+	objects, known int      // the release's distinct objects, and how many are known present
+	manifestKnown  bool     // the manifest object is known present
+	statePushed    bool     // the pushed state holds this very manifest already
+}
+
+// planUploads finds which of the release's objects the store is known to hold, from the
+// build record and controld, or else from the pushed state and the parent's manifest.
+func planUploads(ctx context.Context, c *client.Client, s store.Store, o PushOptions, rel *pushRelease, state string) (*uploadPlan, error) {
+	if b := rel.built; b != nil {
+		if holdsManifest(state, rel.data) {
+			// Pushed from here already: every object is in the store.
+			return &uploadPlan{objects: b.Objects, known: b.Objects, manifestKnown: true, statePushed: true}, nil
+		}
+		if parentRecorded(ctx, c, o.Controld.Repo, b.Parent) {
+			p := &uploadPlan{objects: b.Objects, known: b.Objects - len(b.New)}
+			for _, n := range b.New {
+				p.uploads = append(p.uploads, Upload{SHA256: n.SHA256, Size: n.Size, Path: filepath.Join(o.Tree, filepath.FromSlash(n.Path))})
+			}
+			return p, nil
+		}
+		if err := rel.parse(o.Manifest); err != nil {
+			return nil, err
+		}
+	}
+	known, last := knownObjects(state)
+	// A pushed state of this release knows every object; of its parent, the parent's.
+	if c != nil && rel.Parent != last && rel.ID != last {
+		known = withParentObjects(ctx, c, s, o.Controld.Repo, rel.Parent, known)
+	}
+	p := &uploadPlan{manifestKnown: known[rel.sum]}
+	p.uploads, p.objects, p.known = treeUploads(rel.m, o.Tree, known)
+	return p, nil
+}
+
+// parentRecorded reports whether controld recorded the release parent of repo: one
+// request, whatever the release's size.
+func parentRecorded(ctx context.Context, c *client.Client, repo, parent string) bool {
+	r, err := c.Release(ctx, repo, parent)
+	return err == nil && r.ID == parent
+}
+
+// holdsManifest reports whether the file at path holds exactly data; a file of another
+// size is not read.
+func holdsManifest(path string, data []byte) bool {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Size() != int64(len(data)) {
+		return false
+	}
+	got, err := os.ReadFile(path)
+	return err == nil && bytes.Equal(got, data)
+}
+
 // uploadRelease uploads the release's missing objects from the tree, then its manifest.
-func uploadRelease(ctx context.Context, s store.Store, o PushOptions, m *manifest.Manifest, mdata []byte, known map[string]bool) (*PushResult, error) {
-	sum := sha256.Sum256(mdata)
-	mobj := hex.EncodeToString(sum[:])
-	res := &PushResult{Release: m.ID, Parent: m.Parent, Manifest: mobj, Store: s.String(), DryRun: o.DryRun}
-	uploads, objects, knownObjects := treeUploads(m, o.Tree, known)
-	stats, err := UploadMissing(ctx, s, uploads, UploadOptions{
-		Concurrency: o.Jobs, Known: known, DryRun: o.DryRun, Progress: o.Progress,
+func uploadRelease(ctx context.Context, s store.Store, o PushOptions, rel *pushRelease, p *uploadPlan) (*PushResult, error) {
+	res := &PushResult{Release: rel.ID, Parent: rel.Parent, Manifest: rel.sum, Store: s.String(), DryRun: o.DryRun}
+	stats, err := UploadMissing(ctx, s, p.uploads, UploadOptions{
+		Concurrency: o.Jobs, DryRun: o.DryRun, Progress: o.Progress,
 	})
 	// The known objects were left out of the uploads, not counted out of them.
-	stats.Objects = objects
-	stats.Known += knownObjects
+	stats.Objects = p.objects
+	stats.Known += p.known
 	if err != nil {
 		return nil, fmt.Errorf("push to %s: %d of %d objects uploaded before the error; run armor push again to finish: %w", s, stats.Uploaded, stats.Objects, err)
 	}
 	res.Uploads = stats
 	// The manifest goes last: a store holding it holds the whole release.
-	mstats, err := UploadMissing(ctx, s, []Upload{{SHA256: mobj, Size: int64(len(mdata)), Path: o.Manifest}},
-		UploadOptions{Known: known, DryRun: o.DryRun})
+	mstats, err := UploadMissing(ctx, s, []Upload{{SHA256: rel.sum, Size: int64(len(rel.data)), Path: o.Manifest}},
+		UploadOptions{Known: map[string]bool{rel.sum: p.manifestKnown}, DryRun: o.DryRun})
 	if err != nil {
 		return nil, fmt.Errorf("push manifest to %s: %w; run armor push again to finish", s, err)
 	}
@@ -216,10 +336,10 @@ func (s *UploadStats) add(o UploadStats) {
 }
 
 // record hands the pushed release to controld.
-func record(ctx context.Context, c *client.Client, o *Controld, m *manifest.Manifest, res *PushResult) error {
+func record(ctx context.Context, c *client.Client, o *Controld, rel *pushRelease, res *PushResult) error {
 	res.Controld = o.URL
 	activated, err := Record(ctx, c, RecordOptions{
-		URL: o.URL, Repo: o.Repo, Release: m.ID, Parent: m.Parent, Manifest: res.Manifest, Activate: o.Activate,
+		URL: o.URL, Repo: o.Repo, Release: rel.ID, Parent: rel.Parent, Manifest: res.Manifest, Activate: o.Activate,
 		Force: o.Force,
 	})
 	if err != nil {

@@ -61,7 +61,7 @@ func newPushProject(t *testing.T, remote string) pushProject {
 }
 
 // build builds the project's tree and writes its manifest, as armor build does.
-func (p pushProject) build(t *testing.T) {
+func (p pushProject) build(t *testing.T) *gen.Result {
 	t.Helper()
 	f, err := os.Open(testKey)
 	if err != nil {
@@ -98,6 +98,7 @@ func (p pushProject) build(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return res
 }
 
 // options are the options of a push of the project to s.
@@ -426,5 +427,39 @@ func TestPushResumes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPushStateUnwritable: the pushed state is a cache: a push that cannot write it
+// (here a directory is in its place) still succeeds, and the next push, which cannot
+// read it, asks the store about every object.
+func TestPushStateUnwritable(t *testing.T) {
+	t.Parallel()
+	p := newPushProject(t, "")
+	s := store.NewCounting(store.NewMemory())
+	push(t, p, s)
+	state, err := filepath.Glob(filepath.Join(p.cache(), "pushed-*.toml"))
+	if err != nil || len(state) != 1 {
+		t.Fatalf("pushed state files: %v %v", state, err)
+	}
+	if err := os.Remove(state[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(state[0], "in-the-way"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := synth.WriteOne(filepath.Join(p.dir, "debs"), "added", "1.0-1", "amd64", ""); err != nil {
+		t.Fatal(err)
+	}
+	p.build(t)
+	all := releaseObjects(t, p.manifestPath())
+	s.Reset()
+	res, err := publish.Push(context.Background(), p.options(s, 4))
+	if err != nil {
+		t.Fatalf("a push that could not write its pushed state failed: %v", err)
+	}
+	storetest.CheckHolds(t, s, all)
+	if n := s.Counts(); n.Has != int64(len(all)) || res.Uploads.Known != 0 {
+		t.Errorf("without a readable pushed state the push made %+v, stats %+v; want %d checks, none known", n, res.Uploads, len(all))
 	}
 }
