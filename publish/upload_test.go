@@ -277,8 +277,11 @@ func TestUploadMissingInterruptedThenResumed(t *testing.T) {
 			if err != nil {
 				t.Fatalf("resumed push: %v", err)
 			}
-			// Whatever arrived before the interruption is not uploaded again.
-			if second.Uploaded+second.Present != 60 || second.Uploaded != int(counting.Counts().Put) ||
+			// Whatever arrived before the interruption is not uploaded again. A request the
+			// interruption cut off on the client may still complete in the S3 server while
+			// the second push runs: that push's Put of it then finds it there, and counts it
+			// as present.
+			if second.Uploaded+second.Present != 60 || second.Uploaded > int(counting.Counts().Put) ||
 				second.Uploaded > 60-first.Uploaded {
 				t.Errorf("resumed push: %+v after %d uploaded; want the rest only", second, first.Uploaded)
 			}
