@@ -74,7 +74,9 @@ func (s *Server) verifyRelease(ctx context.Context, repo state.Repository, m *ma
 			return state.Release{}, err
 		}
 	}
-	paths := m.Paths()
+	// Only the generated files can be dists/ files (packages are under pool/, which
+	// manifest validation enforces): a map of them, not of every path (100,000 packages).
+	paths := filePaths(m)
 	if err := checkByHash(paths); err != nil {
 		return state.Release{}, err
 	}
@@ -94,6 +96,15 @@ func (s *Server) verifyRelease(ctx context.Context, repo state.Repository, m *ma
 		rel.Size += o.Size
 	}
 	return rel, nil
+}
+
+// filePaths maps each generated file of m (its dists/ files) to its object.
+func filePaths(m *manifest.Manifest) map[string]manifest.Object {
+	out := make(map[string]manifest.Object, len(m.Files))
+	for _, f := range m.Files {
+		out[f.Path] = manifest.Object{SHA256: f.SHA256, Size: f.Size}
+	}
+	return out
 }
 
 // checkByHash makes sure each by-hash path is served as the object its name promises.
