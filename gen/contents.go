@@ -352,19 +352,17 @@ func stageContents(tw *treeWriter, p string, plain []byte, list func(v int, d re
 		return err
 	}
 	list(0, digestsOf(plain))
-	for i, data := range [][]byte{gz} {
-		d := digestsOf(data)
-		f, also := p+contentsVariants[i+1], []string{byHashPath(p, d.SHA256)}
-		if !list(i+1, d) {
-			also = nil
-		}
-		tw.Go(func() error {
-			if err := tw.WriteFile(f, data, also...); err != nil {
-				return fmt.Errorf("contents %s: %w", f, err)
-			}
-			return nil
-		})
+	d := digestsOf(gz)
+	f, also := p+contentsVariants[1], []string{byHashPath(p, d.SHA256)}
+	if !list(1, d) {
+		also = nil
 	}
+	tw.Go(func() error {
+		if err := tw.WriteFile(f, gz, also...); err != nil {
+			return fmt.Errorf("contents %s: %w", f, err)
+		}
+		return nil
+	})
 	return nil
 }
 

@@ -124,12 +124,9 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 			continue
 		}
 		g.Go(func() error {
-			data, err := o.Fetch(gctx, sum)
+			data, err := fetchFile(gctx, o, prev, all[bySum[sum][0]])
 			if err != nil {
-				return fmt.Errorf("parent release %s: %s is neither in the tree nor readable from the store: %w", prev.ID, bySum[sum][0], err)
-			}
-			if int64(len(data)) != all[bySum[sum][0]].Size || sha256Hex(data) != sum {
-				return fmt.Errorf("parent release %s: the store's object %s for %s has other contents", prev.ID, sum, bySum[sum][0])
+				return err
 			}
 			mu.Lock()
 			got[sum] = data
@@ -163,7 +160,7 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 		if err != nil {
 			if f, ok := all[ips[0]]; ok && derived[f.SHA256] {
 				// Published as well: fetch it, then.
-				if data, err = fetchPlain(ctx, o, prev, f); err != nil {
+				if data, err = fetchFile(ctx, o, prev, f); err != nil {
 					return err
 				}
 				ms = nil
@@ -189,7 +186,7 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 		if written[sum] {
 			continue
 		}
-		data, err := fetchPlain(ctx, o, prev, all[bySum[sum][0]])
+		data, err := fetchFile(ctx, o, prev, all[bySum[sum][0]])
 		if err == nil {
 			err = write(sum, data)
 		}
@@ -204,13 +201,13 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 	return nil
 }
 
-// fetchPlain fetches the published uncompressed index f of prev from the store.
-func fetchPlain(ctx context.Context, o *Options, prev *manifest.Manifest, f manifest.File) ([]byte, error) {
+// fetchFile fetches the file f of prev from the store, and checks its size and digest.
+func fetchFile(ctx context.Context, o *Options, prev *manifest.Manifest, f manifest.File) ([]byte, error) {
 	data, err := o.Fetch(ctx, f.SHA256)
 	if err != nil {
 		return nil, fmt.Errorf("parent release %s: %s is neither in the tree nor readable from the store: %w", prev.ID, f.Path, err)
 	}
-	if sha256Hex(data) != f.SHA256 {
+	if int64(len(data)) != f.Size || sha256Hex(data) != f.SHA256 {
 		return nil, fmt.Errorf("parent release %s: the store's object %s for %s has other contents", prev.ID, f.SHA256, f.Path)
 	}
 	return data, nil

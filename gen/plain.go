@@ -82,7 +82,7 @@ func keepPlain(o *Options, sum string, data []byte) {
 // beyond its end (index.PlainCap) for the next index to be spliced in its place; false
 // if none is kept, or the copy is damaged.
 func keptPlain(o *Options, d release.Digests) ([]byte, bool) {
-	if d.SHA256 == "" || strings.ContainsAny(d.SHA256, "/.") {
+	if !manifest.ValidDigest(d.SHA256) { // it names the file
 		return nil, false
 	}
 	f, err := os.Open(filepath.Join(plainDir(o), d.SHA256))
