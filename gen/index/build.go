@@ -97,30 +97,55 @@ func build(stanzas [][]byte, c *Cache, name string, ck chunking) (*Files, error)
 	}); err != nil {
 		return nil, err
 	}
-	xzHead := xzHeadOf(chunks, total, ck)
-	// Compress what the cache lacks, then read the rest straight into the outputs. An entry
-	// that fails its check on reading is compressed in a second round; that round reads
-	// nothing from the cache, so there is no third.
+	// The plain form's sums start now, beside the compression: they are the longest.
+	dg, err := newDigester(c, name)
+	if err != nil {
+		return nil, err
+	}
+	dg.streams[formPlain] = splitForm(f, chunks, formPlain, c != nil)
+	plainSums := make(chan error, 1)
+	go func() { plainSums <- dg.hash(formPlain) }()
+	err = compressAll(f, chunks, c, xzHeadOf(chunks, total, ck))
+	if err == nil {
+		dg.streams[formGzip] = splitForm(f, chunks, formGzip, c != nil)
+		dg.streams[formXZ] = splitForm(f, chunks, formXZ, c != nil)
+		err = dg.hash(formGzip, formXZ)
+	}
+	if perr := <-plainSums; err == nil {
+		err = perr
+	}
+	if err == nil {
+		err = dg.finish(f)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if c != nil {
+		f.Entries = make([]string, 0, 2*len(chunks)+1)
+		for i := range chunks {
+			f.Entries = append(f.Entries, entryName(chunks[i].gz.key, kindGzip), entryName(chunks[i].xz.key, kindXZ))
+		}
+		f.Entries = append(f.Entries, stateName(name))
+	}
+	return f, nil
+}
+
+// compressAll compresses what the cache lacks, then reads the rest straight into
+// f.Gzip and f.Xz (after xzHead, the stream and block headers). An entry that fails its
+// check on reading is compressed in a second round; that round reads nothing from the
+// cache, so there is no third.
+func compressAll(f *Files, chunks []chunk, c *Cache, xzHead []byte) error {
 	for {
 		if err := compressMissing(chunks, f.Plain, c); err != nil {
-			return nil, err
+			return err
 		}
-		var ok bool
-		if f.Gzip, f.Xz, ok, err = assemble(chunks, c, xzHead, f.Plain); err != nil {
-			return nil, err
+		gz, xz, ok, err := assemble(chunks, c, xzHead, f.Plain)
+		if err != nil {
+			return err
 		}
 		if ok {
-			if err := digestFiles(f, chunks, c, name); err != nil {
-				return nil, err
-			}
-			if c != nil {
-				f.Entries = make([]string, 0, 2*len(chunks)+1)
-				for i := range chunks {
-					f.Entries = append(f.Entries, entryName(chunks[i].gz.key, kindGzip), entryName(chunks[i].xz.key, kindXZ))
-				}
-				f.Entries = append(f.Entries, stateName(name))
-			}
-			return f, nil
+			f.Gzip, f.Xz = gz, xz
+			return nil
 		}
 	}
 }

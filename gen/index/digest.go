@@ -94,39 +94,53 @@ type sumJob struct {
 	cost      int64
 }
 
-// digestFiles sets f.Digests. With a cache, it resumes from the digest state recorded under
-// name and records the new one.
-func digestFiles(f *Files, chunks []chunk, c *Cache, name string) error {
-	streams := splitForms(f, chunks, c != nil)
+// digester computes the digests of an index's forms, each resumed from the digest state
+// recorded under the index's name. The plain form is known before the compressed ones,
+// so its sums (the MD5 of the plain bytes is the longest) run while the chunks are
+// compressed and assembled: hash and the forms it is given may run beside one another.
+type digester struct {
+	c          *Cache
+	name       string
+	old        digestState
+	oldPayload []byte
+	streams    [nForms]stream
+	next       digestState
+	sums       [nForms][nSums][]byte
+}
+
+// newDigester loads the digest state recorded under name (none without a cache).
+func newDigester(c *Cache, name string) (*digester, error) {
 	old, oldPayload, err := c.loadDigestState(name)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	return &digester{c: c, name: name, old: old, oldPayload: oldPayload}, nil
+}
+
+// hash computes the sums of the given forms, whose streams are set, on all cores.
+func (d *digester) hash(forms ...int) error {
 	var (
 		from   [nForms]int              // first piece to hash
 		start  [nForms][nSums]hash.Hash // the sums before that piece; nil: start with the head
-		next   digestState
 		jobs   []sumJob
 		hashed int64
 	)
-	for fi := range streams {
-		s := &streams[fi]
-		from[fi], start[fi] = resume(s, old[fi], c)
+	for _, fi := range forms {
+		s := &d.streams[fi]
+		from[fi], start[fi] = resume(s, d.old[fi], d.c)
 		n := s.sizeFrom(from[fi])
 		hashed += n
 		for a := range sumNews {
 			jobs = append(jobs, sumJob{form: fi, sum: a, cost: n * sumCost[a]})
 		}
-		if c != nil {
-			next[fi] = s.boundaries(old[fi][:from[fi]])
+		if d.c != nil {
+			d.next[fi] = s.boundaries(d.old[fi][:from[fi]])
 		}
 	}
 	slices.SortStableFunc(jobs, func(a, b sumJob) int { return cmp.Compare(b.cost, a.cost) })
-
-	var sums [nForms][nSums][]byte
-	err = parallel(len(jobs), func(j int) error {
+	err := parallel(len(jobs), func(j int) error {
 		fi, a := jobs[j].form, jobs[j].sum
-		s := &streams[fi]
+		s := &d.streams[fi]
 		h := start[fi][a]
 		if h == nil {
 			h = sumNews[a]()
@@ -134,34 +148,38 @@ func digestFiles(f *Files, chunks []chunk, c *Cache, name string) error {
 		}
 		for i := from[fi]; i < len(s.pieces); i++ {
 			h.Write(s.pieces[i])
-			if next[fi] != nil {
+			if d.next[fi] != nil {
 				st, err := h.(encoding.BinaryMarshaler).MarshalBinary()
 				if err != nil {
 					return fmt.Errorf("digest index: %w", err)
 				}
-				next[fi][i].state[a] = st
+				d.next[fi][i].state[a] = st
 			}
 		}
 		h.Write(s.tail)
-		sums[fi][a] = h.Sum(nil)
+		d.sums[fi][a] = h.Sum(nil)
 		return nil
 	})
-	if err != nil {
-		return err
+	if d.c != nil {
+		d.c.digested.Add(hashed)
 	}
+	return err
+}
+
+// finish sets f.Digests from the sums of every form, and records the new digest state.
+func (d *digester) finish(f *Files) error {
 	for fi, data := range [][]byte{f.Plain, f.Gzip, f.Xz} {
 		f.Digests[fi] = Digests{
 			Size:   int64(len(data)),
-			MD5:    hex.EncodeToString(sums[fi][0]),
-			SHA256: hex.EncodeToString(sums[fi][1]),
+			MD5:    hex.EncodeToString(d.sums[fi][0]),
+			SHA256: hex.EncodeToString(d.sums[fi][1]),
 		}
 	}
-	if c == nil {
+	if d.c == nil {
 		return nil
 	}
-	c.digested.Add(hashed)
-	if payload := next.encode(); !bytes.Equal(payload, oldPayload) {
-		if _, err := c.put(stateName(name), payload, 0); err != nil {
+	if payload := d.next.encode(); !bytes.Equal(payload, d.oldPayload) {
+		if _, err := d.c.put(stateName(d.name), payload, 0); err != nil {
 			return err
 		}
 	}
@@ -191,49 +209,48 @@ func (s *stream) boundaries(prefix []boundary) []boundary {
 	return bs
 }
 
-// splitForms cuts the three forms of f into their pieces, one per chunk, and gives each
-// boundary its chain id when chained.
-func splitForms(f *Files, chunks []chunk, chained bool) [nForms]stream {
-	var ss [nForms]stream
-	last := &chunks[len(chunks)-1]
-	ss[formXZ].head = f.Xz[:chunks[0].xz.off]
-	ss[formXZ].tail = f.Xz[last.xz.off+last.xz.size:]
-	for fi := range ss {
-		s := &ss[fi]
-		s.pieces = make([][]byte, len(chunks))
-		s.ends = make([]uint64, len(chunks))
-		end := uint64(len(s.head))
-		var id [32]byte
-		if chained {
-			s.ids = make([][32]byte, len(chunks))
-			id = sha256.Sum256([]byte(chainTag + formKinds[fi] + "\x00" + string(s.head)))
+// splitForm cuts form fi of f into its pieces, one per chunk, and gives each boundary its
+// chain id when chained. The plain form needs only f.Plain; the others, f.Gzip and f.Xz.
+func splitForm(f *Files, chunks []chunk, fi int, chained bool) stream {
+	var s stream
+	if fi == formXZ {
+		last := &chunks[len(chunks)-1]
+		s.head = f.Xz[:chunks[0].xz.off]
+		s.tail = f.Xz[last.xz.off+last.xz.size:]
+	}
+	s.pieces = make([][]byte, len(chunks))
+	s.ends = make([]uint64, len(chunks))
+	end := uint64(len(s.head))
+	var id [32]byte
+	if chained {
+		s.ids = make([][32]byte, len(chunks))
+		id = sha256.Sum256([]byte(chainTag + formKinds[fi] + "\x00" + string(s.head)))
+	}
+	for i := range chunks {
+		ch := &chunks[i]
+		var fm *form // nil for the plain form
+		key := ch.sum
+		switch fi {
+		case formPlain:
+			s.pieces[i] = f.Plain[ch.off : ch.off+ch.size]
+		case formGzip:
+			fm = &ch.gz
+			s.pieces[i] = f.Gzip[fm.off : fm.off+fm.size]
+		case formXZ:
+			fm = &ch.xz
+			s.pieces[i] = f.Xz[fm.off : fm.off+fm.size]
 		}
-		for i := range chunks {
-			ch := &chunks[i]
-			var fm *form // nil for the plain form
-			key := ch.sum
-			switch fi {
-			case formPlain:
-				s.pieces[i] = f.Plain[ch.off : ch.off+ch.size]
-			case formGzip:
-				fm = &ch.gz
-				s.pieces[i] = f.Gzip[fm.off : fm.off+fm.size]
-			case formXZ:
-				fm = &ch.xz
-				s.pieces[i] = f.Xz[fm.off : fm.off+fm.size]
-			}
-			if fm != nil {
-				key = fm.key
-			}
-			end += uint64(len(s.pieces[i]))
-			s.ends[i] = end
-			if chained {
-				id = chainNext(id, key, len(s.pieces[i]), fm)
-				s.ids[i] = id
-			}
+		if fm != nil {
+			key = fm.key
+		}
+		end += uint64(len(s.pieces[i]))
+		s.ends[i] = end
+		if chained {
+			id = chainNext(id, key, len(s.pieces[i]), fm)
+			s.ids[i] = id
 		}
 	}
-	return ss
+	return s
 }
 
 // chainNext returns the chain id after a piece of size bytes of the chunk whose plain bytes
