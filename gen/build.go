@@ -196,10 +196,19 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		par.markTree(&o)
 		return nil, err
 	}
+	// The build cache keeps the new uncompressed indexes while the manifest is written.
+	// (Should that fail, the next build makes the parent's from the tree's .gz: the
+	// parent's kept copies may be gone already.)
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		keepPlains(&o, par, idx.plains, idx.suites)
+	}()
 	// The manifest names the tree now in place; if it cannot be written, the tree goes
 	// back to the parent's.
 	if o.Commit != nil {
 		if err := o.Commit(encoded); err != nil {
+			<-kept
 			tw.Rollback()
 			<-cacheData
 			tw.Abort()
@@ -207,17 +216,11 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 			return nil, err
 		}
 	}
-	kept := make(chan struct{})
-	go func() {
-		defer close(kept)
-		keepPlains(&o, idx.plains)
-	}()
 	tw.Done()
 	writeTreeMarker(&o, m.ID)
 	writeUnrecorded(&o, m)
 	writeStatCache(&o, <-cacheData)
 	<-kept
-	keepOnlyPlains(&o, idx.suites)
 	stats.Packages = len(m.Packages)
 	return &Result{Manifest: m, Parent: par.m, Encoded: encoded, Stats: stats}, nil
 }

@@ -126,7 +126,7 @@ func writeContents(ctx context.Context, o *Options, par *parent, pkgs []manifest
 					err = stageContents(tw, dist+rel, plain, func(v int, d release.Digests) bool {
 						idx.suites[si].sums[rel+contentsVariants[v]] = d
 						if contentsVariants[v] == "" {
-							idx.plains = append(idx.plains, plainIndex{d.SHA256, plain})
+							idx.plains = append(idx.plains, plainIndex{dist + rel, d.SHA256, plain})
 							return false
 						}
 						idx.files = append(idx.files, manifest.File{Path: dist + rel + contentsVariants[v], Size: d.Size, SHA256: d.SHA256})

@@ -27,8 +27,8 @@ type indexesMade struct {
 
 // plainIndex is an uncompressed index and its SHA-256.
 type plainIndex struct {
-	sum  string
-	data []byte
+	path, sum string // in the tree; the SHA-256 of data
+	data      []byte
 }
 
 // newIndexesMade returns an indexesMade for n suites, none of whose indexes is known yet.
@@ -211,7 +211,7 @@ func writeIndex(tw *treeWriter, icache *index.Cache, indexPath string, stanzas [
 	if err != nil {
 		return files.Digests, err
 	}
-	out.plains = append(out.plains, plainIndex{files.Digests[0].SHA256, files.Plain})
+	out.plains = append(out.plains, plainIndex{indexPath, files.Digests[0].SHA256, files.Plain})
 	for i, data := range [][]byte{files.Gzip, files.Xz} {
 		p := indexPath + published[i]
 		bh := byHashPath(indexPath, files.Digests[i+1].SHA256)
@@ -280,7 +280,11 @@ func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins 
 		from = append(from, src)
 	}
 	if prev != nil {
-		out = prev.splice(out, from)
+		kept := prev.kept
+		var same int
+		if out, same = prev.splice(out, from); kept != "" && same >= 0 {
+			par.noteBase(indexPath, plainBase{kept, same})
+		}
 	}
 	return out, nil
 }

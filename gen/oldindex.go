@@ -20,6 +20,8 @@ type oldIndex struct {
 	// own is true when nothing else holds data: the new index may then be spliced in
 	// its place (see splice).
 	own bool
+	// kept is the SHA-256 naming the build cache's copy data was read from, or "".
+	kept string
 	// members[i] is the package of stanzas[i], when the file lists exactly the previous
 	// release's members in order: then stanzas are found by walking both lists together.
 	members []*manifest.Package
@@ -50,12 +52,15 @@ func (m *madeIndexes) load(o *Options, indexPath string, d release.Digests) *old
 		x.own = !shared
 		return x
 	}
-	data, ok := parentPlain(o, indexPath, d)
+	data, kept, ok := findParentPlain(o, indexPath, d)
 	if !ok {
 		return &oldIndex{}
 	}
 	x := splitOldIndex(data, n)
 	x.own = true
+	if kept {
+		x.kept = d.SHA256
+	}
 	return x
 }
 
@@ -298,10 +303,13 @@ func (pf *prefetch) stop() {
 // and the others are few (they are copied aside first, since they may be anywhere).
 // Otherwise it returns stanzas as they are. Either way x is spent: its array may have
 // been overwritten.
-func (x *oldIndex) splice(stanzas [][]byte, from []int) [][]byte {
+//
+// same is how many bytes at the start of the new index are those of x's at the same
+// place (the stanzas before the first change), or -1 when it did not splice in place.
+func (x *oldIndex) splice(stanzas [][]byte, from []int) (_ [][]byte, same int) {
 	defer func() { *x = oldIndex{} }()
 	if !x.own || len(stanzas) == 0 {
-		return stanzas
+		return stanzas, -1
 	}
 	total, foreign, last := 0, 0, -1
 	for k, st := range stanzas {
@@ -311,12 +319,12 @@ func (x *oldIndex) splice(stanzas [][]byte, from []int) [][]byte {
 			continue
 		}
 		if from[k] <= last || len(st) != len(x.stanzas[from[k]]) {
-			return stanzas
+			return stanzas, -1
 		}
 		last = from[k]
 	}
 	if total > cap(x.data) || foreign > total/8 {
-		return stanzas
+		return stanzas, -1
 	}
 	side := make([]byte, 0, foreign)
 	for k, st := range stanzas {
@@ -327,9 +335,16 @@ func (x *oldIndex) splice(stanzas [][]byte, from []int) [][]byte {
 	buf := x.data[:max(len(x.data), total)]
 	at := make([]int, len(stanzas)) // where each stanza goes
 	n := 0
+	same = -1
 	for k, st := range stanzas {
 		at[k] = n
+		if same < 0 && (from[k] < 0 || x.offs[from[k]] != n) {
+			same = n
+		}
 		n += len(st) + 1
+	}
+	if same < 0 {
+		same = n
 	}
 	// A stanza moving towards the start cannot overwrite one still to move if they move
 	// in order, first to last; one moving towards the end, if they move last to first.
@@ -357,5 +372,5 @@ func (x *oldIndex) splice(stanzas [][]byte, from []int) [][]byte {
 		}
 		stanzas[k] = buf[at[k] : at[k]+l]
 	}
-	return stanzas
+	return stanzas, same
 }

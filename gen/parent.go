@@ -7,6 +7,7 @@ import (
 	"maps"
 	"path"
 	"slices"
+	"sync"
 
 	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/manifest"
@@ -24,8 +25,30 @@ type parent struct {
 	o      *Options
 
 	stanzas map[string][]byte // every stanza of m's indexes in the tree, by SHA256; made when first needed
+
+	mu    sync.Mutex
+	bases map[string]plainBase // the kept copies new indexes were spliced from, by path
 	// fetchErr says why the tree lacks m's files: they could not be fetched.
 	fetchErr error
+}
+
+// noteBase records that the new index at indexPath was spliced in place from the
+// parent's kept copy b names.
+func (p *parent) noteBase(indexPath string, b plainBase) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bases == nil {
+		p.bases = map[string]plainBase{}
+	}
+	p.bases[indexPath] = b
+}
+
+// base returns what noteBase recorded of indexPath.
+func (p *parent) base(indexPath string) (plainBase, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.bases[indexPath]
+	return b, ok
 }
 
 // markTree records that the tree holds the parent again, after a commit was undone.

@@ -2,6 +2,9 @@ package gen_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -103,4 +106,52 @@ func readFileT(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// TestWarmBuildRewritesKeptIndex: a warm build that adds a package keeps the new
+// uncompressed Packages by rewriting the parent's kept copy (the same file), which then
+// holds exactly the index Release lists; the build after it splices from that copy again.
+func TestWarmBuildRewritesKeptIndex(t *testing.T) {
+	r := newRepo(t, repoConfig{Real: true, Synth: 40})
+	r.mustBuild()
+	for i := range 2 {
+		before := keptFileOf(t, r, packagesFile(t, r, "amd64"))
+		held, err := os.Open(before) // keeps its inode number from another file's
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := held.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeOne(t, r.in(fmt.Sprintf("new%d", i)), fmt.Sprintf("pkg%06dnew", 20+i), "1.5-1", "amd64", "pkg000000")
+		if res := r.mustBuild(); res.Stats.Read != 1 {
+			t.Fatalf("build %d read %d inputs, want only the new one", i, res.Stats.Read)
+		}
+		after := keptFileOf(t, r, packagesFile(t, r, "amd64"))
+		at, err := os.Stat(after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !os.SameFile(st, at) {
+			t.Errorf("build %d wrote the kept Packages anew instead of rewriting the parent's copy", i)
+		}
+		held.Close()
+	}
+}
+
+// keptFileOf returns the build cache's file keeping the uncompressed index data, after
+// checking that it holds data and its trailer.
+func keptFileOf(t *testing.T, r *repo, data []byte) string {
+	t.Helper()
+	sum := sha256.Sum256(data)
+	f := filepath.Join(r.Opts.CacheDir, "plain", hex.EncodeToString(sum[:]))
+	kept, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatalf("the cache does not keep the index Release lists: %v", err)
+	}
+	if len(kept) != len(data)+8 || !bytes.Equal(kept[:len(data)], data) {
+		t.Fatalf("the kept copy %s is not the index", f)
+	}
+	return f
 }

@@ -56,8 +56,8 @@ func TestSplice(t *testing.T) {
 			want = append(append(want, st...), '\n')
 			total += len(st) + 1
 		}
-		own, capacity := x.own, cap(x.data)
-		got := x.splice(stanzas, from)
+		own, capacity, offs := x.own, cap(x.data), slices.Clone(x.offs)
+		got, same := x.splice(stanzas, from)
 		var joined []byte
 		for _, st := range got {
 			joined = append(append(joined, st...), '\n')
@@ -71,6 +71,24 @@ func TestSplice(t *testing.T) {
 		}
 		if own && total <= capacity && !inPlace && len(stanzas) > 0 && !repeated(from) && foreignBytes(stanzas, from) <= total/8 {
 			t.Fatalf("seed %d: not laid out in place, though it could be", seed)
+		}
+		// same: the old stanzas that stayed where they were, before the first that did
+		// not; the file's bytes there are the new index's.
+		if !own || !inPlace || len(stanzas) == 0 {
+			if same != -1 {
+				t.Fatalf("seed %d: not in place, but same = %d", seed, same)
+			}
+			continue
+		}
+		lead, off := 0, 0
+		for k := range stanzas {
+			if from[k] < 0 || offs[from[k]] != off {
+				break
+			}
+			lead, off = off+len(stanzas[k])+1, off+len(stanzas[k])+1
+		}
+		if same != lead || !bytes.Equal(want[:same], file[:same]) {
+			t.Fatalf("seed %d: same = %d, want %d, the bytes the new index shares with the old at its start", seed, same, lead)
 		}
 	}
 }
