@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armor-apt/armor/internal/batchgc"
 	"github.com/armor-apt/armor/internal/testkit/benchkit"
 	"github.com/armor-apt/armor/internal/testkit/controldtest"
 	"github.com/armor-apt/armor/internal/testkit/s3test"
@@ -98,9 +99,9 @@ func benchColdRunner(b *testing.B, kind string, n int, processes bool) {
 	if processes {
 		bin = armorBinary(b)
 	}
-	// The build and push commands set a soft memory limit; runBuild and runPush, which
-	// the in-process runs call, leave that to the commands.
-	limitBatchMemory()
+	// The build and push commands set the collector (batchgc); runBuild and runPush,
+	// which the in-process runs call, leave that to the commands.
+	batchgc.Set()
 	var wall time.Duration
 	var requests int64
 	var peak, buildPeak, base float64 // base: what the process holds before a run (controld in process, the setup's heap)

@@ -14,6 +14,7 @@ import (
 	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/internal/atomicfile"
+	"github.com/armor-apt/armor/internal/batchgc"
 	"github.com/armor-apt/armor/internal/lockfile"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/publish"
@@ -50,7 +51,7 @@ func (c *BuildCmd) Run(g *Globals) error {
 func build(g *Globals, f BuildFlags, o buildOptions) error {
 	o.FromActive, o.AllowRemovals, o.Controld = f.FromActive, f.AllowRemovals, f.ControldFlags
 	o.Progress = newProgress(g.stderr, "build")
-	limitBatchMemory()
+	batchgc.Set()
 	res, err := runBuild(g.ctx, g.Config, o)
 	if err != nil {
 		return err

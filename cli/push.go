@@ -9,6 +9,7 @@ import (
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/client"
+	"github.com/armor-apt/armor/internal/batchgc"
 	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
 )
@@ -46,7 +47,7 @@ func (c *PushCmd) Run(g *Globals) error {
 		Activate: !c.NoActivate, Force: c.Force, DryRun: c.DryRun, Jobs: c.Jobs, StoreOnly: c.StoreOnly,
 		Controld: c.ControldFlags, Progress: g.stderr,
 	}
-	limitBatchMemory()
+	batchgc.Set()
 	if c.Repair {
 		r, err := repair(g, c.Jobs, c.ReadData)
 		if err != nil {

@@ -40,6 +40,7 @@ import (
 
 	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/internal/atomicfile"
+	"github.com/armor-apt/armor/internal/batchgc"
 	"github.com/armor-apt/armor/internal/testkit/benchkit"
 	"github.com/armor-apt/armor/manifest"
 	"golang.org/x/sync/errgroup"
@@ -168,9 +169,10 @@ var (
 
 // preparedRepo returns a repository of n synthetic packages, built once per process.
 // Every benchmark (and every run of one, as b.N grows) leaves it as it found it: built,
-// without the extra package.
+// without the extra package. The garbage collector is set as armor build sets it.
 func preparedRepo(b *testing.B, n int) *benchRepo {
 	b.Helper()
+	batchgc.Set()
 	preparedMu.Lock()
 	defer preparedMu.Unlock()
 	if r, ok := prepared[n]; ok {
