@@ -164,14 +164,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	opts.Verify, opts.Resign, opts.Progress = o.Verify, o.Resign, o.Progress
 	opts.Add, opts.Remove, opts.Copy, opts.AllowRemovals = o.Add, o.Remove, o.Copy, o.AllowRemovals
 	opts.Reference, opts.Phase = o.Reference, o.Phase
-	var written []byte // the manifest file's new content
-	opts.Commit = func(encoded []byte) error {
-		if err := atomicfile.WriteFile(manifestPath, encoded, 0o644); err != nil {
-			return fmt.Errorf("write the manifest (the tree was put back as it was): %w", err)
-		}
-		written = encoded
-		return nil
-	}
+	opts.Manifest = manifestPath
 	res, err := gen.Build(ctx, opts)
 	if errors.Is(err, gen.ErrTooManyRemovals) {
 		return nil, fmt.Errorf("%w; nothing was written", err)
@@ -179,10 +172,10 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	if err != nil {
 		return nil, err
 	}
-	if !res.UpToDate && written != nil {
+	if !res.UpToDate {
 		// What the release adds to its parent, for the push that follows: it then reads
 		// neither manifest. A record that cannot be written costs that push time only.
-		_ = publish.WriteBuildRecord(opts.CacheDir, res.Manifest, res.Parent, written)
+		_ = publish.WriteBuildRecord(opts.CacheDir, res.Manifest, res.Parent, res.Encoded)
 	}
 	if res.UpToDate && (o.Parent != nil || o.FromActive) {
 		// The tree holds the parent; so must the manifest.

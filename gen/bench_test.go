@@ -16,8 +16,7 @@ package gen_test
 //	           (/proc/self/clear_refs) after a GC before each operation, so it includes
 //	           the memory the benchmark process holds between operations (base-MiB)
 //	base-MiB   the resident set just before the operation
-//	build-ms   gen.Build, loading the previous manifest included
-//	save-ms    writing the new manifest
+//	build-ms   gen.Build, loading the previous manifest and writing the new one included
 //
 // Targets (DESIGN.md, "cost follows change"): adding one package to 10,000 in ≤ 0.2 s and
 // ≤ 100 MiB; to 100,000 in ≤ 1 s and ≤ 500 MiB; a full build of 10,000 in at most twice
@@ -39,7 +38,6 @@ import (
 	"time"
 
 	"github.com/armor-apt/armor/gen"
-	"github.com/armor-apt/armor/internal/atomicfile"
 	"github.com/armor-apt/armor/internal/batchgc"
 	"github.com/armor-apt/armor/internal/testkit/benchkit"
 	"github.com/armor-apt/armor/manifest"
@@ -115,9 +113,9 @@ func newBenchRepo(b *testing.B, debs string) *benchRepo {
 }
 
 // build is one `armor build`: build, loading the previous manifest as the build goes (it
-// overlaps the listing of the inputs, so its time is part of build's), and write the
-// manifest from within it (save: that write's time, which build's excludes).
-func (r *benchRepo) build(b *testing.B) (res *gen.Result, build, save time.Duration) {
+// overlaps the listing of the inputs, so its time is part of build's), and writing the
+// new one.
+func (r *benchRepo) build(b *testing.B) (res *gen.Result, build time.Duration) {
 	b.Helper()
 	t0 := time.Now()
 	o := r.Opts
@@ -128,19 +126,12 @@ func (r *benchRepo) build(b *testing.B) (res *gen.Result, build, save time.Durat
 		}
 		return m, err
 	}
-	// The manifest is written as armor build writes it: by the build, once the tree is in
-	// place, while the build finishes its caches.
-	o.Commit = func(encoded []byte) error {
-		t := time.Now()
-		err := atomicfile.WriteFile(r.Manifest, encoded, 0o644)
-		save = time.Since(t)
-		return err
-	}
+	o.Manifest = r.Manifest // written as armor build writes it: by the build
 	res, err := gen.Build(context.Background(), o)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return res, time.Since(t0) - save, save
+	return res, time.Since(t0)
 }
 
 // addExtra adds one package to the inputs, outside the timer. Its name sorts into the
@@ -181,7 +172,7 @@ func preparedRepo(b *testing.B, n int) *benchRepo {
 	r := newBenchRepo(b, benchDebs(b, n))
 	r.n = n
 	start := time.Now()
-	if res, _, _ := r.build(b); res.Stats.Packages != n {
+	if res, _ := r.build(b); res.Stats.Packages != n {
 		b.Fatalf("prepared repository has %d packages, want %d", res.Stats.Packages, n)
 	}
 	b.Logf("prepared a built repository of %d packages in %s", n, time.Since(start).Round(time.Millisecond))
@@ -195,8 +186,8 @@ func resetPeak(b *testing.B) { benchkit.ResetPeak(b) }
 
 // meter accumulates an operation's metrics over b.N runs.
 type meter struct {
-	build, save time.Duration
-	base, peak  float64
+	build      time.Duration
+	base, peak float64
 }
 
 func (m *meter) start(b *testing.B) {
@@ -206,12 +197,11 @@ func (m *meter) start(b *testing.B) {
 	b.StartTimer()
 }
 
-func (m *meter) stop(b *testing.B, build, save time.Duration) {
+func (m *meter) stop(b *testing.B, build time.Duration) {
 	b.Helper()
 	b.StopTimer()
 	m.peak = max(m.peak, rss(b, "VmHWM"))
 	m.build += build
-	m.save += save
 }
 
 func (m *meter) report(b *testing.B) {
@@ -219,7 +209,6 @@ func (m *meter) report(b *testing.B) {
 	b.ReportMetric(m.peak, "peak-MiB")
 	b.ReportMetric(m.base, "base-MiB")
 	b.ReportMetric(ms(m.build), "build-ms")
-	b.ReportMetric(ms(m.save), "save-ms")
 }
 
 // BenchmarkReadHash10k reads and SHA-256es every .deb once, on GOMAXPROCS goroutines as
@@ -257,7 +246,7 @@ func BenchmarkReadHash10k(b *testing.B) {
 		if err := g.Wait(); err != nil {
 			b.Fatal(err)
 		}
-		m.stop(b, 0, 0)
+		m.stop(b, 0)
 		b.SetBytes(bytesRead)
 	}
 	b.ReportMetric(m.peak, "peak-MiB")
@@ -272,8 +261,8 @@ func BenchmarkFullBuild10k(b *testing.B) {
 	for range b.N {
 		r := newBenchRepo(b, debs)
 		m.start(b)
-		res, build, save := r.build(b)
-		m.stop(b, build, save)
+		res, build := r.build(b)
+		m.stop(b, build)
 		if res.Stats.Packages != 10_000 || res.Stats.Read != 10_000 {
 			b.Fatalf("stats %+v", res.Stats)
 		}
@@ -315,6 +304,7 @@ func benchColdAddOne(b *testing.B, n int) {
 		o.Suites[0].Inputs = map[string][]string{"main": {"in/*.deb"}}
 		o.Suites[0].Sync = false
 		o.BaseDir, o.TreeDir, o.CacheDir = base, filepath.Join(base, "tree"), filepath.Join(base, "cache")
+		o.Manifest = filepath.Join(base, "manifest.toml")
 		o.Previous, o.Fetch = parent, st.fetch
 		m.start(b)
 		t0 := time.Now()
@@ -322,11 +312,7 @@ func benchColdAddOne(b *testing.B, n int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
-		if err := atomicfile.WriteFile(filepath.Join(base, "manifest.toml"), res.Encoded, 0o644); err != nil {
-			b.Fatal(err)
-		}
-		m.stop(b, t1.Sub(t0), time.Since(t1))
+		m.stop(b, time.Since(t0))
 		if s := res.Stats; s.Added != 1 || s.Removed != 0 || s.Packages != n+1 {
 			b.Fatalf("cold add one: stats %+v", s)
 		}
@@ -345,8 +331,8 @@ func benchAddOne(b *testing.B, n int) {
 	for range b.N {
 		r.addExtra(b)
 		m.start(b)
-		res, build, save := r.build(b)
-		m.stop(b, build, save)
+		res, build := r.build(b)
+		m.stop(b, build)
 		if s := res.Stats; s.Read != 1 || s.Added != 1 || s.IndexesWritten != 1 {
 			b.Fatalf("add one: stats %+v", s)
 		}
@@ -368,8 +354,8 @@ func benchRemoveOne(b *testing.B, n int) {
 		r.build(b)
 		r.removeExtra(b)
 		m.start(b)
-		res, build, save := r.build(b)
-		m.stop(b, build, save)
+		res, build := r.build(b)
+		m.stop(b, build)
 		if s := res.Stats; s.Read != 0 || s.Removed != 1 || s.IndexesWritten != 1 {
 			b.Fatalf("remove one: stats %+v", s)
 		}
@@ -385,8 +371,8 @@ func benchNoChange(b *testing.B, n int) {
 	b.ResetTimer()
 	for range b.N {
 		m.start(b)
-		res, build, save := r.build(b)
-		m.stop(b, build, save)
+		res, build := r.build(b)
+		m.stop(b, build)
 		if !res.UpToDate || res.Stats.Read != 0 {
 			b.Fatalf("no change: up to date %v, stats %+v", res.UpToDate, res.Stats)
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/armor-apt/armor/internal/atomicfile"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -153,7 +154,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		return &Result{UpToDate: true, Manifest: par.m, Parent: par.m, Stats: stats}, nil
 	}
 
-	// Seal the manifest, wait for the staging, and commit.
+	// Seal the manifest, write it beside its place, wait for the staging, and commit.
 	if sealer == nil {
 		sealer = manifest.StartSeal(m)
 	}
@@ -167,38 +168,49 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err := m.Validate(); err != nil {
 		return abort(fmt.Errorf("built manifest is invalid: %w", err))
 	}
+	// The manifest file is written beside its place while the staged files reach the
+	// disk, flushed with them by the commit, and renamed into place once the tree is: a
+	// flush of its own took as long again as the tree's.
+	var staged *atomicfile.Staged
+	flushed := false
+	if o.Manifest != "" {
+		if staged, err = atomicfile.Stage(o.Manifest, encoded, 0o644); err != nil {
+			return abort(fmt.Errorf("write the manifest: %w", err))
+		}
+		flushed = tw.flushAlso(filepath.Dir(o.Manifest))
+	}
 	// The next stat cache is made while the staged files reach the disk and Commit waits
 	// for it, and written only once the commit succeeded: it names what the new release
 	// no longer lists.
 	cacheData := make(chan []byte, 1)
 	go func() { cacheData <- nextStatCache(&o, par.m, m, ins, icache) }()
-	if err := <-pool; err != nil {
+	fail := func(err error) (*Result, error) {
 		<-cacheData
-		tw.Abort()
-		return nil, par.explain(err)
-	}
-	if err := tw.Wait(); err != nil {
-		<-cacheData
+		if staged != nil {
+			staged.Abort()
+		}
 		tw.Abort()
 		return nil, err
+	}
+	if err := <-pool; err != nil {
+		return fail(par.explain(err))
+	}
+	if err := tw.Wait(); err != nil {
+		return fail(err)
 	}
 	stats.FilesWritten, stats.BytesWritten = len(tw.staged), tw.written
 	if err := cmp.Or(linkAliases(&o, tw), fault("link aliases")); err != nil {
-		<-cacheData
-		tw.Abort()
-		return nil, err
+		return fail(err)
 	}
 	// While the files move into place the tree holds neither release.
 	writeTreeMarker(&o, "")
 	if err := tw.Commit(); err != nil {
-		<-cacheData
-		tw.Abort()
 		par.markTree(&o)
-		return nil, err
+		return fail(err)
 	}
-	// The build cache keeps the new uncompressed indexes while the manifest is written.
-	// (Should that fail, the next build makes the parent's from the tree's .gz: the
-	// parent's kept copies may be gone already.)
+	// The build cache keeps the new uncompressed indexes while the manifest moves into
+	// place. (Should that fail, the next build makes the parent's from the tree's .gz:
+	// the parent's kept copies may be gone already.)
 	kept := make(chan struct{})
 	go func() {
 		defer close(kept)
@@ -206,14 +218,16 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}()
 	// The manifest names the tree now in place; if it cannot be written, the tree goes
 	// back to the parent's.
-	if o.Commit != nil {
-		if err := o.Commit(encoded); err != nil {
+	if staged != nil {
+		err := fault("manifest write")
+		if err == nil {
+			err = staged.Commit(flushed && tw.flushed)
+		}
+		if err != nil {
 			<-kept
 			tw.Rollback()
-			<-cacheData
-			tw.Abort()
 			par.markTree(&o)
-			return nil, err
+			return fail(fmt.Errorf("write the manifest (the tree was put back as it was): %w", err))
 		}
 	}
 	tw.Done()

@@ -375,7 +375,10 @@ func TestFailedCommitLeavesTree(t *testing.T) {
 			writeFile(t, filepath.Join(p, "obstacle"), []byte("x"))
 		}},
 		{"manifest not written", func(t *testing.T, r *repo) {
-			r.Opts.Commit = func([]byte) error { return errors.New("disk full") }
+			// A directory stands where the manifest file goes: it is written beside it,
+			// and cannot be renamed into place once the tree is.
+			r.Opts.Manifest = filepath.Join(r.Base, "manifest.toml")
+			writeFile(t, filepath.Join(r.Opts.Manifest, "obstacle"), []byte("x"))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -394,7 +397,7 @@ func TestFailedCommitLeavesTree(t *testing.T) {
 				t.Errorf("the failed build changed the tree: %v", d)
 			}
 			// The next build, with the fault gone, builds on the parent as usual.
-			r.Opts.Commit = nil
+			r.Opts.Manifest = ""
 			os.RemoveAll(r.tree("dists/stable/Release"))
 			res := r.mustBuild()
 			if res.Manifest.Parent != parent.ID || res.Stats.Added != 1 {

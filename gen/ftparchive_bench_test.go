@@ -30,8 +30,8 @@ func BenchmarkFirstBuildVsFtparchive10k(b *testing.B) {
 		for range b.N {
 			r := newBenchRepo(b, debs)
 			m.start(b)
-			res, build, save := r.build(b)
-			m.stop(b, build, save)
+			res, build := r.build(b)
+			m.stop(b, build)
 			if res.Stats.Packages != 10_000 {
 				b.Fatalf("stats %+v", res.Stats)
 			}

@@ -90,10 +90,11 @@ type Options struct {
 
 	Progress func(Progress) // may be nil; called from several goroutines
 
-	// Commit, when set, writes the manifest file (its encoding is given) once the tree is
-	// in place. If it fails, Build puts the tree back as the parent had it and returns
-	// the error: the tree and the manifest change together or not at all.
-	Commit func(encoded []byte) error
+	// Manifest, when set, is the manifest file Build writes, once the tree is in place
+	// (Result.Encoded holds its bytes either way). If it cannot be written, Build puts
+	// the tree back as the parent had it and returns the error: the tree and the
+	// manifest change together or not at all.
+	Manifest string
 }
 
 // Progress reports how far a build is.

@@ -48,6 +48,7 @@ type treeWriter struct {
 	dirs    map[string]string  // a target directory → the directory its files are staged in
 	mounts  map[mountID]string // every mount written to → a directory on it, for syncfs
 	written int64
+	flushed bool // Commit flushed every mount in mounts
 }
 
 type staged struct{ tmp, final string }
@@ -253,6 +254,7 @@ func (w *treeWriter) Commit() error {
 	if err := w.syncMounts(); err != nil {
 		return err
 	}
+	w.flushed = true
 	sort.SliceStable(w.staged, func(i, j int) bool { return rank(w.staged[i].final) < rank(w.staged[j].final) })
 	for _, s := range w.staged {
 		// Indexes and Release files replace files of the previous release under the same
@@ -400,6 +402,22 @@ func (w *treeWriter) Abort() {
 		os.Remove(d)
 	}
 	w.made = nil
+}
+
+// flushAlso has Commit flush the file system of dir too, where a file to put in place
+// after the commit was written, and reports whether it will (if the commit has files to
+// put in place, which Commit then reports in w.flushed).
+func (w *treeWriter) flushAlso(dir string) bool {
+	m, err := mountOf(dir)
+	if err != nil {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.mounts[m]; !ok {
+		w.mounts[m] = dir
+	}
+	return true
 }
 
 // syncMounts flushes every mount the build wrote to: the tree's, and any other that one

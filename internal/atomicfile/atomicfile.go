@@ -63,6 +63,71 @@ func Write(path string, perm os.FileMode, durable bool, fill func(io.Writer) err
 	return nil
 }
 
+// Staged is a file written under a temporary name beside its place, neither flushed
+// nor in place yet: a caller that flushes the file system anyway (syncfs) stages the
+// file before, and puts it in place after, instead of flushing it on its own.
+type Staged struct {
+	tmp, path string
+}
+
+// Stage writes data to a temporary file beside path, creating the directory, without
+// flushing it. Commit puts it in place; Abort removes it.
+func Stage(path string, data []byte, perm os.FileMode) (*Staged, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create directory %s: %w", dir, err)
+	}
+	f, err := os.CreateTemp(dir, TempPrefix+"*-"+filepath.Base(path))
+	if err != nil {
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	return &Staged{tmp: f.Name(), path: path}, nil
+}
+
+// Commit replaces the file's path with it, durably: unless flushed (its file system was
+// flushed since Stage) it fsyncs the file first, then renames it and fsyncs the
+// directory. On error the path is untouched and the staged file is removed.
+func (s *Staged) Commit(flushed bool) error {
+	var err error
+	if !flushed {
+		err = syncFile(s.tmp)
+	}
+	if err == nil {
+		err = os.Rename(s.tmp, s.path)
+	}
+	if err != nil {
+		s.Abort()
+		return fmt.Errorf("write %s: %w", s.path, err)
+	}
+	return SyncDir(filepath.Dir(s.path))
+}
+
+// Abort removes the staged file.
+func (s *Staged) Abort() { os.Remove(s.tmp) }
+
+func syncFile(name string) error {
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // SyncDir fsyncs a directory, so that renames and new entries in it survive a crash.
 func SyncDir(dir string) error {
 	d, err := os.Open(dir)

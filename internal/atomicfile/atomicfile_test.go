@@ -63,3 +63,66 @@ func assertNoTemp(t *testing.T, dir string) {
 		}
 	}
 }
+
+// TestStage: a staged file is not at its path until Commit, flushed or not, puts it
+// there; Abort, and a Commit that cannot rename, leave no temporary file behind.
+func TestStage(t *testing.T) {
+	for _, flushed := range []bool{false, true} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "sub", "f")
+		if err := WriteFile(path, []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Stage(path, []byte("new"), 0o640)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := os.ReadFile(path); string(got) != "old" {
+			t.Fatalf("staged: the path holds %q before Commit", got)
+		}
+		if err := s.Commit(flushed); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != "new" {
+			t.Fatalf("committed (flushed %v): %q, %v", flushed, got, err)
+		}
+		if st, _ := os.Stat(path); st.Mode().Perm() != 0o640 {
+			t.Errorf("mode %v, want 0640", st.Mode().Perm())
+		}
+		assertNoTemp(t, filepath.Dir(path))
+	}
+
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	s, err := Stage(path, []byte("new"), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Abort()
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("aborted: %s exists (%v)", path, err)
+	}
+	assertNoTemp(t, dir)
+
+	// A directory in the way: Commit fails, and removes the staged file.
+	if err := os.MkdirAll(filepath.Join(path, "obstacle"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Stage(path, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Commit(true); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("commit over a directory: %v, want an error naming %s", err, path)
+	}
+	assertNoTemp(t, dir)
+
+	// A directory that cannot be made: Stage fails.
+	file := filepath.Join(dir, "plain")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Stage(filepath.Join(file, "f"), nil, 0o644); err == nil {
+		t.Error("staged under a regular file")
+	}
+}
