@@ -228,3 +228,45 @@ func testIndexStanzasSplicedInKeptIndex(t *testing.T, from string) {
 		t.Error("the new index was not spliced into the array of the tree's index")
 	}
 }
+
+// TestLocate: a stanza is reused for a package only when it names the package's file
+// (SHA256) at the package's path (Filename), whether the index lists exactly the
+// parent's members in order (walked together) or not (looked up by SHA256).
+func TestLocate(t *testing.T) {
+	old, file := smallIndex(20)
+	// Stanza 7 names another path for the same file: the package moved in the pool.
+	moved := bytes.Replace(file, []byte("Filename: pool/main/p/p007.deb"), []byte("Filename: pool/contrib/p/p007.deb"), 1)
+	for _, tc := range []struct {
+		name    string
+		file    []byte
+		members []*manifest.Package
+		walked  bool
+	}{
+		{"the members, in order", file, old, true},
+		{"the members, one stanza at another path", moved, old, false},
+		{"not the members", file, old[1:], false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := splitOldIndex(bytes.Clone(tc.file), 20)
+			x.attach(tc.members)
+			if walked := x.members != nil; walked != tc.walked {
+				t.Fatalf("walked together: %v, want %v", walked, tc.walked)
+			}
+			for i, p := range old {
+				want := i
+				if i == 7 && !bytes.Equal(tc.file, file) {
+					want = -1
+				}
+				if got := x.locate(p); got != want {
+					t.Errorf("locate %s: %d, want %d", p.Name, got, want)
+				}
+			}
+			other := *old[3]
+			other.Path = "pool/contrib/p/p003.deb"
+			x.next = 0
+			if got := x.locate(&other); got != -1 {
+				t.Errorf("locate a package at another path than its stanza's: %d, want -1", got)
+			}
+		})
+	}
+}
