@@ -29,8 +29,10 @@ import (
 //
 // The next build still needs the uncompressed index, for the stanzas of the packages
 // it leaves as they are. The build cache keeps it under its SHA-256, written without an
-// fsync and followed by its CRC-32C, which a torn write fails. Without a usable copy the
-// build decompresses the tree's .gz, as a fresh runner's hydrate does the store's.
+// fsync and followed by its CRC-32C, which a torn write fails; a build that spliced the
+// new index into the parent's copy rewrites that copy from the first change on. Without
+// a usable copy the build decompresses the tree's .gz, as a fresh runner's hydrate does
+// the store's.
 
 // plainDirName is the directory of the build cache that keeps uncompressed indexes.
 const plainDirName = "plain"
