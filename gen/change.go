@@ -98,9 +98,9 @@ func applyChange(o *Options, prev *manifest.Manifest, inputs packageList) (packa
 	// They are marked, not copied: at 100,000 packages a copy of the list was 16 MB.
 	removed := make([]bool, len(o.Remove))
 	var carried []manifest.Package
-	var stays []bool // of each of carried, or nil when all do
+	var stays []bool // of each of carried
 	if prev != nil {
-		carried = prev.Packages
+		carried, stays = prev.Packages, make([]bool, len(prev.Packages))
 		for i := range carried {
 			p := &carried[i]
 			gone := false
@@ -110,7 +110,6 @@ func applyChange(o *Options, prev *manifest.Manifest, inputs packageList) (packa
 				}
 			}
 			s := suites[p.Suite]
-			stay := false
 			switch {
 			case s == nil || !slices.Contains(s.Components, p.Component) ||
 				(p.Architecture != "all" && p.Architecture != "source" && !slices.Contains(s.Architectures, p.Architecture)):
@@ -118,16 +117,7 @@ func applyChange(o *Options, prev *manifest.Manifest, inputs packageList) (packa
 			case gone:
 				st.removed++
 			case !s.Sync:
-				stay = true
-			}
-			if !stay && stays == nil {
-				stays = make([]bool, len(carried))
-				for j := range i {
-					stays[j] = true
-				}
-			}
-			if stays != nil {
-				stays[i] = stay
+				stays[i] = true
 			}
 		}
 	}
@@ -168,16 +158,13 @@ func applyChange(o *Options, prev *manifest.Manifest, inputs packageList) (packa
 }
 
 // mergeInputs merges the parent's packages that stay (those of carried whose stays is
-// set; all of them when stays is nil) and the inputs, both in canonical order. An input
-// of a package the parent lists replaces it; it must be the same file.
+// set) and the inputs, both in canonical order. An input of a package the parent lists
+// replaces it; it must be the same file.
 func mergeInputs(carried []manifest.Package, stays []bool, in packageList) (packageList, error) {
-	n := len(carried)
-	if stays != nil {
-		n = 0
-		for _, s := range stays {
-			if s {
-				n++
-			}
+	n := 0
+	for _, s := range stays {
+		if s {
+			n++
 		}
 	}
 	out := packageList{
@@ -186,7 +173,7 @@ func mergeInputs(carried []manifest.Package, stays []bool, in packageList) (pack
 	}
 	i, j := 0, 0
 	for {
-		for stays != nil && i < len(carried) && !stays[i] {
+		for i < len(carried) && !stays[i] {
 			i++
 		}
 		if i == len(carried) && j == len(in.list) {

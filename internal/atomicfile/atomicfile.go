@@ -32,13 +32,31 @@ func WriteFile(path string, data []byte, perm os.FileMode) error {
 // leave an empty or old file, which suits only caches that check what they read. On
 // error the temporary file is removed and path is untouched.
 func Write(path string, perm os.FileMode, durable bool, fill func(io.Writer) error) error {
+	tmp, err := writeTemp(path, perm, durable, fill)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if durable {
+		return SyncDir(filepath.Dir(path))
+	}
+	return nil
+}
+
+// writeTemp writes what fill writes to a temporary file beside path, creating the
+// directory, with perm and, when durable, fsynced; it returns the file's name. On error
+// nothing is left.
+func writeTemp(path string, perm os.FileMode, durable bool, fill func(io.Writer) error) (string, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("create directory %s: %w", dir, err)
+		return "", fmt.Errorf("create directory %s: %w", dir, err)
 	}
 	f, err := os.CreateTemp(dir, TempPrefix+"*-"+filepath.Base(path))
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	err = fill(f)
 	if err == nil {
@@ -50,17 +68,11 @@ func Write(path string, perm os.FileMode, durable bool, fill func(io.Writer) err
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
 	if err != nil {
 		os.Remove(f.Name())
-		return fmt.Errorf("write %s: %w", path, err)
+		return "", fmt.Errorf("write %s: %w", path, err)
 	}
-	if durable {
-		return SyncDir(dir)
-	}
-	return nil
+	return f.Name(), nil
 }
 
 // Staged is a file written under a temporary name beside its place, neither flushed
@@ -73,26 +85,14 @@ type Staged struct {
 // Stage writes data to a temporary file beside path, creating the directory, without
 // flushing it. Commit puts it in place; Abort removes it.
 func Stage(path string, data []byte, perm os.FileMode) (*Staged, error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("create directory %s: %w", dir, err)
-	}
-	f, err := os.CreateTemp(dir, TempPrefix+"*-"+filepath.Base(path))
+	tmp, err := writeTemp(path, perm, false, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("write %s: %w", path, err)
+		return nil, err
 	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		os.Remove(f.Name())
-		return nil, fmt.Errorf("write %s: %w", path, err)
-	}
-	return &Staged{tmp: f.Name(), path: path}, nil
+	return &Staged{tmp: tmp, path: path}, nil
 }
 
 // Commit replaces the file's path with it, durably: unless flushed (its file system was
