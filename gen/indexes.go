@@ -205,9 +205,16 @@ func byHashPath(indexPath, sum string) string {
 // writeIndex assembles the Packages or Sources index at indexPath (relative to the tree)
 // from its stanzas and stages its published forms, each with its by-hash copy, in the
 // background. It returns the digests of the three forms, in the order of variants, and
-// adds the uncompressed one to out.plains.
-func writeIndex(tw *treeWriter, icache *index.Cache, indexPath string, stanzas [][]byte, out *indexesMade) ([3]release.Digests, error) {
-	files, err := index.Build(stanzas, icache, indexPath)
+// adds the uncompressed one to out.plains. An index spliced from the parent's (see
+// indexStanzas) is built on it.
+func writeIndex(tw *treeWriter, icache *index.Cache, par *parent, indexPath string, stanzas [][]byte, out *indexesMade) ([3]release.Digests, error) {
+	var files *index.Files
+	var err error
+	if base, ok := par.base(indexPath); ok {
+		files, err = index.BuildOn(stanzas, icache, indexPath, base)
+	} else {
+		files, err = index.Build(stanzas, icache, indexPath)
+	}
 	if err != nil {
 		return files.Digests, err
 	}
@@ -280,10 +287,10 @@ func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins 
 		from = append(from, src)
 	}
 	if prev != nil {
-		kept := prev.kept
-		var same int
-		if out, same = prev.splice(out, from); kept != "" && same >= 0 {
-			par.noteBase(indexPath, plainBase{kept, same})
+		var base index.Base
+		var ok bool
+		if out, base, ok = prev.splice(out, from); ok && base.SHA256 != "" {
+			par.noteBase(indexPath, base)
 		}
 	}
 	return out, nil

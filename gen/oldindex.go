@@ -20,8 +20,8 @@ type oldIndex struct {
 	// own is true when nothing else holds data: the new index may then be spliced in
 	// its place (see splice).
 	own bool
-	// kept is the SHA-256 naming the build cache's copy data was read from, or "".
-	kept string
+	// sum is the SHA-256 of data, as the parent's Release lists it; "" when unknown.
+	sum string
 	// members[i] is the package of stanzas[i], when the file lists exactly the previous
 	// release's members in order: then stanzas are found by walking both lists together.
 	members []*manifest.Package
@@ -49,18 +49,15 @@ func (m *madeIndexes) load(o *Options, indexPath string, d release.Digests) *old
 	n := int(d.Size/1024) + 1
 	if data, shared := m.takeShared(indexPath); data != nil {
 		x := splitOldIndex(data, n)
-		x.own = !shared
+		x.own, x.sum = !shared, d.SHA256 // hydrate checked it against d
 		return x
 	}
-	data, kept, ok := findParentPlain(o, indexPath, d)
+	data, _, ok := findParentPlain(o, indexPath, d)
 	if !ok {
 		return &oldIndex{}
 	}
 	x := splitOldIndex(data, n)
-	x.own = true
-	if kept {
-		x.kept = d.SHA256
-	}
+	x.own, x.sum = true, d.SHA256
 	return x
 }
 
@@ -303,12 +300,13 @@ func (pf *prefetch) stop() {
 // Otherwise it returns stanzas as they are. Either way x is spent: its array may have
 // been overwritten.
 //
-// same is how many bytes at the start of the new index are those of x's at the same
-// place (the stanzas before the first change), or -1 when it did not splice in place.
-func (x *oldIndex) splice(stanzas [][]byte, from []int) (_ [][]byte, same int) {
+// base, when it spliced in place (ok), says how many bytes at the start of the new index
+// are those of x's at the same place (the stanzas before the first change) and how many
+// at its end are the last of x's (the stanzas after the last change).
+func (x *oldIndex) splice(stanzas [][]byte, from []int) (_ [][]byte, base index.Base, ok bool) {
 	defer func() { *x = oldIndex{} }()
 	if !x.own || len(stanzas) == 0 {
-		return stanzas, -1
+		return stanzas, index.Base{}, false
 	}
 	total, foreign, last := 0, 0, -1
 	for k, st := range stanzas {
@@ -318,12 +316,12 @@ func (x *oldIndex) splice(stanzas [][]byte, from []int) (_ [][]byte, same int) {
 			continue
 		}
 		if from[k] <= last || len(st) != len(x.stanzas[from[k]]) {
-			return stanzas, -1
+			return stanzas, index.Base{}, false
 		}
 		last = from[k]
 	}
 	if total > cap(x.data) || foreign > total/8 {
-		return stanzas, -1
+		return stanzas, index.Base{}, false
 	}
 	side := make([]byte, 0, foreign)
 	for k, st := range stanzas {
@@ -334,7 +332,7 @@ func (x *oldIndex) splice(stanzas [][]byte, from []int) (_ [][]byte, same int) {
 	buf := x.data[:max(len(x.data), total)]
 	at := make([]int, len(stanzas)) // where each stanza goes
 	n := 0
-	same = -1
+	same := -1
 	for k, st := range stanzas {
 		at[k] = n
 		if same < 0 && (from[k] < 0 || x.offs[from[k]] != n) {
@@ -345,6 +343,12 @@ func (x *oldIndex) splice(stanzas [][]byte, from []int) (_ [][]byte, same int) {
 	if same < 0 {
 		same = n
 	}
+	// The stanzas at the end that are x's last, each as far from the end as it was there.
+	tail := 0
+	for k := len(stanzas) - 1; k >= 0 && from[k] >= 0 && n-at[k] == len(x.data)-x.offs[from[k]]; k-- {
+		tail = n - at[k]
+	}
+	base = index.Base{SHA256: x.sum, Head: same, Tail: tail}
 	// A stanza moving towards the start cannot overwrite one still to move if they move
 	// in order, first to last; one moving towards the end, if they move last to first.
 	move := func(k int) {
@@ -371,5 +375,5 @@ func (x *oldIndex) splice(stanzas [][]byte, from []int) (_ [][]byte, same int) {
 		}
 		stanzas[k] = buf[at[k] : at[k]+l]
 	}
-	return stanzas, same
+	return stanzas, base, true
 }

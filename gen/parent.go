@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/armor-apt/armor/gen/index"
 	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/manifest"
 )
@@ -27,24 +28,24 @@ type parent struct {
 	stanzas map[string][]byte // every stanza of m's indexes in the tree, by SHA256; made when first needed
 
 	mu    sync.Mutex
-	bases map[string]plainBase // the kept copies new indexes were spliced from, by path
+	bases map[string]index.Base // the indexes new ones were spliced from, by path
 	// fetchErr says why the tree lacks m's files: they could not be fetched.
 	fetchErr error
 }
 
 // noteBase records that the new index at indexPath was spliced in place from the
-// parent's kept copy b names.
-func (p *parent) noteBase(indexPath string, b plainBase) {
+// parent's index b names.
+func (p *parent) noteBase(indexPath string, b index.Base) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.bases == nil {
-		p.bases = map[string]plainBase{}
+		p.bases = map[string]index.Base{}
 	}
 	p.bases[indexPath] = b
 }
 
 // base returns what noteBase recorded of indexPath.
-func (p *parent) base(indexPath string) (plainBase, bool) {
+func (p *parent) base(indexPath string) (index.Base, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	b, ok := p.bases[indexPath]

@@ -84,24 +84,17 @@ func plainTrailerOf(data []byte) [plainTrailer]byte {
 	return t
 }
 
-// plainBase is the kept copy a new index was spliced from in place, and how many bytes
-// at its start the new index shares with it.
-type plainBase struct {
-	sum  string
-	same int
-}
-
-// keepPlainOver keeps data, whose SHA-256 is sum, by rewriting the kept copy b names from
-// where the two differ on: the copy moves aside under a temporary name, takes the new
+// keepPlainOver keeps data, whose SHA-256 is sum, by rewriting the kept copy of the
+// index b names (by its sum) from where the two differ on: the copy moves aside under a temporary name, takes the new
 // bytes and trailer, and moves to its new name. Adding one package to 100,000 rewrites
 // half of 80 MB on average, in pages the page cache holds already, where writing it whole
 // allocates 80 MB of new pages and freeing the old copy as many. A build that stops half
 // way leaves a temporary file, which the next removes; on an error the copy is gone, and
 // keepPlain writes data whole.
-func keepPlainOver(o *Options, sum string, data []byte, b plainBase) error {
+func keepPlainOver(o *Options, sum string, data []byte, b index.Base) error {
 	dir := plainDir(o)
 	tmp := filepath.Join(dir, atomicfile.TempPrefix+sum)
-	if err := os.Rename(filepath.Join(dir, b.sum), tmp); err != nil {
+	if err := os.Rename(filepath.Join(dir, b.SHA256), tmp); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(tmp, os.O_WRONLY, 0)
@@ -110,7 +103,7 @@ func keepPlainOver(o *Options, sum string, data []byte, b plainBase) error {
 		return err
 	}
 	trailer := plainTrailerOf(data)
-	_, err = f.WriteAt(data[b.same:], int64(b.same))
+	_, err = f.WriteAt(data[b.Head:], int64(b.Head))
 	if err == nil {
 		_, err = f.WriteAt(trailer[:], int64(len(data)))
 	}
@@ -167,11 +160,11 @@ func keptPlain(o *Options, d release.Digests) ([]byte, bool) {
 // that published them left there: they no longer match their Release.
 func keepPlains(o *Options, par *parent, plains []plainIndex, suites []suiteIndexes) {
 	stale := stalePlains(o, suites)
-	bases := map[string]plainBase{} // by the path of the index rewriting it
+	bases := map[string]index.Base{} // by the path of the index rewriting it
 	claimed := map[string]bool{}
 	for _, p := range plains {
-		if b, ok := par.base(p.path); ok && b.same > 0 && b.sum != p.sum && slices.Contains(stale, b.sum) && !claimed[b.sum] {
-			bases[p.path], claimed[b.sum] = b, true
+		if b, ok := par.base(p.path); ok && b.Head > 0 && b.SHA256 != p.sum && slices.Contains(stale, b.SHA256) && !claimed[b.SHA256] {
+			bases[p.path], claimed[b.SHA256] = b, true
 		}
 	}
 	var wg sync.WaitGroup

@@ -124,7 +124,7 @@ func TestKeepPlainOver(t *testing.T) {
 				tc.prepare(o, oldSum)
 			}
 			par := &parent{}
-			par.noteBase(path, plainBase{oldSum, tc.same})
+			par.noteBase(path, index.Base{SHA256: oldSum, Head: tc.same})
 			d := digestsOf(tc.data)
 			keepPlains(o, par, []plainIndex{{path, d.SHA256, tc.data}}, []suiteIndexes{{sums: map[string]release.Digests{
 				"main/binary-amd64/Packages": d,
@@ -163,8 +163,8 @@ func TestKeepPlainOver(t *testing.T) {
 	oldSum := digestsOf(old).SHA256
 	keepPlain(o, oldSum, old)
 	par := &parent{}
-	par.noteBase(path, plainBase{oldSum, same})
-	par.noteBase("dists/t/main/binary-amd64/Packages", plainBase{oldSum, same})
+	par.noteBase(path, index.Base{SHA256: oldSum, Head: same})
+	par.noteBase("dists/t/main/binary-amd64/Packages", index.Base{SHA256: oldSum, Head: same})
 	dg, ds := digestsOf(grown), digestsOf(shrunk)
 	keepPlains(o, par, []plainIndex{{path, dg.SHA256, grown}, {"dists/t/main/binary-amd64/Packages", ds.SHA256, shrunk}},
 		[]suiteIndexes{{sums: map[string]release.Digests{"main/binary-amd64/Packages": dg}}, {sums: map[string]release.Digests{"main/binary-amd64/Packages": ds}}})
@@ -177,7 +177,7 @@ func TestKeepPlainOver(t *testing.T) {
 		}
 	}
 	keepPlain(o, oldSum, old)
-	par.noteBase(path, plainBase{oldSum, same})
+	par.noteBase(path, index.Base{SHA256: oldSum, Head: same})
 	keepPlains(o, par, []plainIndex{{path, dg.SHA256, grown}}, []suiteIndexes{{sums: map[string]release.Digests{
 		"main/binary-amd64/Packages": dg, "main/binary-i386/Packages": digestsOf(old),
 	}}})

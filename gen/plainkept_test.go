@@ -155,3 +155,35 @@ func keptFileOf(t *testing.T, r *repo, data []byte) string {
 	}
 	return f
 }
+
+// TestWarmBuildsOfALargeIndexEqualFull: an index of several chunks, changed at its start,
+// in its middle and at its end by warm builds (each spliced from the parent's kept copy
+// and built on it, see index.Base), ends byte for byte as a build from nothing makes it.
+func TestWarmBuildsOfALargeIndexEqualFull(t *testing.T) {
+	cfg := repoConfig{Synth: 600, Archs: []string{"amd64"}} // about 400 KB of stanzas
+	full, inc := newRepo(t, cfg), newRepo(t, cfg)
+	mFull := full.mustBuild().Manifest
+
+	debs, err := filepath.Glob(inc.in("synth/*.deb"))
+	if err != nil || len(debs) != 600 {
+		t.Fatalf("%d synthetic packages (%v)", len(debs), err)
+	}
+	hold := t.TempDir()
+	moved := []string{debs[300], debs[0], debs[599], debs[301]}
+	for _, p := range moved {
+		if err := os.Rename(p, filepath.Join(hold, filepath.Base(p))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inc.mustBuild()
+	for _, p := range moved {
+		if err := os.Rename(filepath.Join(hold, filepath.Base(p)), p); err != nil {
+			t.Fatal(err)
+		}
+		if res := inc.mustBuild(); res.Stats.Read != 1 {
+			t.Fatalf("adding %s: read %d files, want 1", filepath.Base(p), res.Stats.Read)
+		}
+	}
+	assertSameRelease(t, mFull, inc.Last)
+	assertSameTree(t, mFull, full.Opts.TreeDir, inc.Opts.TreeDir, publicKeyring(t, full.Opts.Key))
+}

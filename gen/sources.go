@@ -195,7 +195,7 @@ func writeOptionalIndex(o *Options, par *parent, dist, rel string, members, old 
 	stanzas, err := stanzasOf()
 	var digests [3]release.Digests
 	if err == nil {
-		digests, err = writeIndex(tw, icache, dist+rel, stanzas, out)
+		digests, err = writeIndex(tw, icache, par, dist+rel, stanzas, out)
 	}
 	if err != nil {
 		return fmt.Errorf("index %s%s: %w", dist, rel, err)

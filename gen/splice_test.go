@@ -31,7 +31,7 @@ func TestSplice(t *testing.T) {
 		slack := rng.IntN(300)
 		data := append(make([]byte, 0, len(file)+slack), file...)
 		x := splitOldIndex(data, n)
-		x.own = seed%7 != 0
+		x.own, x.sum = seed%7 != 0, fmt.Sprint("sum", seed)
 		// The new index: the old stanzas, some dropped, others inserted, some changed.
 		var stanzas [][]byte
 		var from []int
@@ -57,7 +57,7 @@ func TestSplice(t *testing.T) {
 			total += len(st) + 1
 		}
 		own, capacity, offs := x.own, cap(x.data), slices.Clone(x.offs)
-		got, same := x.splice(stanzas, from)
+		got, base, spliced := x.splice(stanzas, from)
 		var joined []byte
 		for _, st := range got {
 			joined = append(append(joined, st...), '\n')
@@ -72,14 +72,19 @@ func TestSplice(t *testing.T) {
 		if own && total <= capacity && !inPlace && len(stanzas) > 0 && !repeated(from) && foreignBytes(stanzas, from) <= total/8 {
 			t.Fatalf("seed %d: not laid out in place, though it could be", seed)
 		}
-		// same: the old stanzas that stayed where they were, before the first that did
-		// not; the file's bytes there are the new index's.
+		// base.Head: the old stanzas that stayed where they were, before the first that
+		// did not; the file's bytes there are the new index's. base.Tail: the old stanzas
+		// as far from the end as they were, after the last that was not.
 		if !own || !inPlace || len(stanzas) == 0 {
-			if same != -1 {
-				t.Fatalf("seed %d: not in place, but same = %d", seed, same)
+			if spliced {
+				t.Fatalf("seed %d: not in place, but spliced with %+v", seed, base)
 			}
 			continue
 		}
+		if !spliced || base.SHA256 != fmt.Sprint("sum", seed) {
+			t.Fatalf("seed %d: spliced in place, but %+v, %v", seed, base, spliced)
+		}
+		same := base.Head
 		lead, off := 0, 0
 		for k := range stanzas {
 			if from[k] < 0 || offs[from[k]] != off {
@@ -89,6 +94,17 @@ func TestSplice(t *testing.T) {
 		}
 		if same != lead || !bytes.Equal(want[:same], file[:same]) {
 			t.Fatalf("seed %d: same = %d, want %d, the bytes the new index shares with the old at its start", seed, same, lead)
+		}
+		trail, end := 0, total
+		for k := len(stanzas) - 1; k >= 0; k-- {
+			end -= len(stanzas[k]) + 1
+			if from[k] < 0 || len(file)-offs[from[k]] != total-end {
+				break
+			}
+			trail = total - end
+		}
+		if base.Tail != trail || !bytes.Equal(want[total-trail:], file[len(file)-trail:]) {
+			t.Fatalf("seed %d: tail = %d, want %d, the bytes the new index shares with the old at its end", seed, base.Tail, trail)
 		}
 	}
 }

@@ -30,7 +30,9 @@ var benchStanzas = map[int]func() [][]byte{
 
 // BenchmarkBuild measures a first build into an empty cache ("cold"), and the case that
 // matters: a build after one stanza was inserted in the middle, with the cache of the
-// previous build ("insert"). Both include laying out the plain bytes.
+// previous build ("insert"). "add" inserts each stanza into the index the build before
+// made, as successive armor builds do, and "add-on-base" builds each on the Base relating
+// it to that index, as a warm armor build does. All include laying out the plain bytes.
 func BenchmarkBuild(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("n=%d/cold", n), func(b *testing.B) {
@@ -54,20 +56,34 @@ func BenchmarkBuild(b *testing.B) {
 			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(ops)/1e6, "cpu-ms/op")
 		})
 		b.Run(fmt.Sprintf("n=%d/insert", n), func(b *testing.B) {
-			benchInsert(b, benchStanzas[n](), defaultChunking)
+			benchInsert(b, benchStanzas[n](), defaultChunking, insertOnly)
+		})
+		b.Run(fmt.Sprintf("n=%d/add", n), func(b *testing.B) {
+			benchInsert(b, benchStanzas[n](), defaultChunking, add)
+		})
+		b.Run(fmt.Sprintf("n=%d/add-on-base", n), func(b *testing.B) {
+			benchInsert(b, benchStanzas[n](), defaultChunking, addOnBase)
 		})
 	}
 }
 
+// How benchInsert inserts.
+const (
+	insertOnly = iota // into the first index
+	add               // into the index of the build before
+	addOnBase         // the same, built on the Base relating the two
+)
+
 // benchInsert builds stanzas into a cache, then times builds that each insert a new stanza
-// in the middle (a different one each time, so that its chunk is never in the cache).
-func benchInsert(b *testing.B, stanzas [][]byte, ck chunking) {
+// at a random place (a different one each time, so that its chunk is never in the cache).
+func benchInsert(b *testing.B, stanzas [][]byte, ck chunking, mode int) {
 	dir := b.TempDir()
 	c, err := OpenCache(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if _, err := build(stanzas, c, "bench", ck); err != nil {
+	prev, err := build(stanzas, c, "bench", ck, nil)
+	if err != nil {
 		b.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(99, 1))
@@ -84,9 +100,21 @@ func benchInsert(b *testing.B, stanzas [][]byte, ck chunking) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		f, err := build(insertAt(stanzas, at, s), c, "bench", ck)
+		next := insertAt(stanzas, at, s)
+		var base *Base
+		if mode == addOnBase {
+			head := 0
+			for _, s := range stanzas[:at] {
+				head += len(s) + 1
+			}
+			base = &Base{SHA256: prev.Digests[0].SHA256, Head: head, Tail: len(prev.Plain) - head}
+		}
+		f, err := build(next, c, "bench", ck, base)
 		if err != nil {
 			b.Fatal(err)
+		}
+		if mode != insertOnly {
+			stanzas, prev = next, f
 		}
 		misses += c.Stats().Misses
 		reportSizes(b, f)
@@ -110,7 +138,7 @@ func BenchmarkChunkSize(b *testing.B) {
 	stanzas := benchStanzas[10_000]()
 	for _, ck := range chunkShapes {
 		b.Run(ck.String(), func(b *testing.B) {
-			benchInsert(b, stanzas, ck)
+			benchInsert(b, stanzas, ck, insertOnly)
 		})
 	}
 }

@@ -44,7 +44,7 @@ type Digests = release.Digests
 // "\n" (an index spliced in place from its previous version), Files.Plain is that array's
 // bytes, not a copy: the caller must not change them while it uses Files.
 func Build(stanzas [][]byte, c *Cache, name string) (*Files, error) {
-	return build(stanzas, c, name, defaultChunking)
+	return build(stanzas, c, name, defaultChunking, nil)
 }
 
 // form is one compressed form of a chunk: a gzip member or the chunk's LZMA2 chunks in the
@@ -66,17 +66,32 @@ type chunk struct {
 	off, size  int // its bytes in Files.Plain
 	prevOff    int // where the chunk before it starts in Files.Plain (off for the first)
 	sum        [32]byte
+	known      bool // sum is the previous build's, for bytes a Base showed unchanged
 	gz, xz     form
 }
 
-func build(stanzas [][]byte, c *Cache, name string, ck chunking) (*Files, error) {
-	hashes, err := hashStanzas(stanzas)
+func build(stanzas [][]byte, c *Cache, name string, ck chunking, base *Base) (*Files, error) {
+	dg, err := newDigester(c, name)
 	if err != nil {
 		return nil, err
 	}
-	chunks, total := layout(stanzas, ck.cut(stanzas, hashes))
+	cut, err := cutChunks(stanzas, ck, base, &dg.old)
+	if err != nil {
+		return nil, err
+	}
+	chunks, total := layout(stanzas, cut.ends)
 	if len(chunks) == 0 {
 		return emptyFiles()
+	}
+	scanned := 0
+	for i := range chunks {
+		chunks[i].sum, chunks[i].known = cut.sums[i], cut.known[i]
+		if !cut.known[i] {
+			scanned += chunks[i].size
+		}
+	}
+	if c != nil {
+		c.scanned.Add(int64(scanned))
 	}
 	// Lay out the plain bytes (unless they are laid out already), hash each chunk and see
 	// what the cache holds.
@@ -98,9 +113,9 @@ func build(stanzas [][]byte, c *Cache, name string, ck chunking) (*Files, error)
 		return nil, err
 	}
 	// The plain form's sums start now, beside the compression: they are the longest.
-	dg, err := newDigester(c, name)
-	if err != nil {
-		return nil, err
+	dg.chunkSums = make([][32]byte, len(chunks))
+	for i := range chunks {
+		dg.chunkSums[i] = chunks[i].sum
 	}
 	dg.streams[formPlain] = splitForm(f, chunks, formPlain, c != nil)
 	plainSums := make(chan error, 1)
@@ -222,7 +237,8 @@ func contiguous(stanzas [][]byte, total int) []byte {
 }
 
 // fillChunk copies the chunk's stanzas into plain (unless they are there already: inPlace),
-// hashes them and notes whether the cache holds their gzip member.
+// hashes them (unless their sum is known) and notes whether the cache holds their gzip
+// member.
 func fillChunk(ch *chunk, stanzas [][]byte, plain []byte, inPlace bool, c *Cache) {
 	p := plain[ch.off : ch.off+ch.size]
 	if !inPlace {
@@ -235,7 +251,9 @@ func fillChunk(ch *chunk, stanzas [][]byte, plain []byte, inPlace bool, c *Cache
 	if c == nil {
 		return
 	}
-	ch.sum = sha256.Sum256(p)
+	if !ch.known {
+		ch.sum = sha256.Sum256(p)
+	}
 	ch.gz.key = ch.sum
 	ch.gz.size, ch.gz.cached = c.size(entryName(ch.gz.key, kindGzip))
 }

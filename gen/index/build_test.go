@@ -24,7 +24,7 @@ const testName = "dists/test/main/binary-amd64/Packages"
 // mustBuild builds stanzas under testName and checks the digests against the whole files.
 func mustBuild(t testing.TB, stanzas [][]byte, c *Cache, ck chunking) *Files {
 	t.Helper()
-	f, err := build(stanzas, c, testName, ck)
+	f, err := build(stanzas, c, testName, ck, nil)
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}
@@ -310,7 +310,7 @@ func FuzzBuild(f *testing.F) {
 		if len(in) > 0 {
 			stanzas = bytes.Split(in, []byte{0})
 		}
-		got, err := build(stanzas, nil, "", tiny)
+		got, err := build(stanzas, nil, "", tiny, nil)
 		if err != nil {
 			if !errors.Is(err, ErrStanza) {
 				t.Fatalf("build: unexpected error %v", err)

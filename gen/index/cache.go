@@ -42,7 +42,7 @@ type Cache struct {
 	held map[string]heldEntry // entries seeded in the background, in memory until written
 	bg   sync.WaitGroup       // the background writing of held entries
 
-	hits, misses, corrupt, digested atomic.Int64
+	hits, misses, corrupt, digested, scanned atomic.Int64
 }
 
 // CacheStats counts cache lookups since OpenCache.
@@ -54,6 +54,9 @@ type CacheStats struct {
 	// A build that finds the digest state of its previous build hashes only the bytes from
 	// the first changed chunk on (and the small xz index and footer).
 	Digested int64
+	// Scanned counts the plain bytes cut into chunks and hashed: every byte of an index,
+	// but for the unchanged chunks a Base lets a build take from its digest state.
+	Scanned int64
 }
 
 // Entry kinds. The suffix names the format and its parameters; change it whenever the bytes
@@ -82,7 +85,7 @@ func OpenCache(dir string) (*Cache, error) {
 // Stats returns the lookup counts since OpenCache.
 func (c *Cache) Stats() CacheStats {
 	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Corrupt: c.corrupt.Load(),
-		Digested: c.digested.Load()}
+		Digested: c.digested.Load(), Scanned: c.scanned.Load()}
 }
 
 func entryName(sum [32]byte, kind string) string {

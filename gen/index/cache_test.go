@@ -162,7 +162,7 @@ func TestCacheConcurrentBuilds(t *testing.T) {
 	got := make([]*Files, len(inputs))
 	errs := make([]error, len(inputs))
 	for i, in := range inputs {
-		wg.Go(func() { got[i], errs[i] = build(in, c, testName, small) }) // one state for all
+		wg.Go(func() { got[i], errs[i] = build(in, c, testName, small, nil) }) // one state for all
 	}
 	wg.Wait()
 	for i, in := range inputs {

@@ -76,20 +76,24 @@ func stanzaHash(s []byte) uint32 {
 // stanzaHash(stanzas[i]). Each stanza occupies len+1 bytes of the index (its blank line).
 func (c chunking) cut(stanzas [][]byte, hashes []uint32) []int {
 	var ends []int
-	spread := uint64(c.avg - c.min)
-	if spread == 0 {
-		spread = 1
-	}
 	size := 0
 	for i, s := range stanzas {
 		n := len(s) + 1
 		size += n
-		// P(cut) = n/spread: hash/2^32 < n/spread.
-		natural := size >= c.min && uint64(hashes[i])*spread < uint64(n)<<32
-		if natural || size >= c.max || i == len(stanzas)-1 {
+		if c.cutAfter(size, n, hashes[i]) || i == len(stanzas)-1 {
 			ends = append(ends, i+1)
 			size = 0
 		}
 	}
 	return ends
+}
+
+// cutAfter reports whether a chunk of size bytes ends after its last stanza, of n bytes
+// (with its blank line) and whose stanzaHash is h. The last stanza of the index ends its
+// chunk whatever cutAfter says.
+func (c chunking) cutAfter(size, n int, h uint32) bool {
+	spread := uint64(max(c.avg-c.min, 1))
+	// P(cut) = n/spread: hash/2^32 < n/spread.
+	natural := size >= c.min && uint64(h)*spread < uint64(n)<<32
+	return natural || size >= c.max
 }

@@ -192,7 +192,7 @@ func BenchmarkDebianXZBlocks(b *testing.B) {
 		b.Run("armor/"+ck.String(), func(b *testing.B) {
 			var size int
 			for b.Loop() {
-				f, err := build(stanzas, nil, "debian", ck)
+				f, err := build(stanzas, nil, "debian", ck, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

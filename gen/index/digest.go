@@ -32,6 +32,11 @@ import (
 // (atomic write, CRC-32C of its name and contents): a missing, torn or altered one, or one
 // of another index, only means hashing more. Since the ids come from the content, the
 // digests never depend on which state was found.
+//
+// The state also records the SHA-256 of the plain form it was recorded for and of each of
+// its chunks. A build told which bytes of its stanzas are that index's (a Base: an index
+// spliced from its previous version) takes the chunks within them, and their sums, from
+// the state rather than cutting and hashing them again (see base.go).
 
 // Forms of an index, in the order of Files.Digests.
 const (
@@ -43,7 +48,7 @@ const (
 
 // kindDigest is the entry kind of a digest state. Change it whenever the chain ids or the
 // state format change.
-const kindDigest = "dgst2"
+const kindDigest = "dgst3"
 
 // chainTag starts every chain id.
 const chainTag = "armor index digest chain 1\x00"
@@ -80,8 +85,16 @@ type boundary struct {
 	state [nSums][]byte // marshaled MD5 and SHA-256 states after those bytes
 }
 
-// digestState is what a build records for the next one: every boundary of every form.
-type digestState [nForms][]boundary
+// digestState is what a build records for the next one: every boundary of every form,
+// and the sums of the plain form and of its chunks.
+type digestState struct {
+	forms [nForms][]boundary
+	// plain is the SHA-256 of the plain form, and chunks the SHA-256 of each of its chunks
+	// (the pieces of forms[formPlain]): what a Base is checked against. Both are set
+	// whenever forms is.
+	plain  [32]byte
+	chunks [][32]byte
+}
 
 // stateName returns the name of the digest state entry of the index called name.
 func stateName(name string) string {
@@ -104,6 +117,7 @@ type digester struct {
 	old        digestState
 	oldPayload []byte
 	streams    [nForms]stream
+	chunkSums  [][32]byte // the SHA-256 of each chunk of the plain form
 	next       digestState
 	sums       [nForms][nSums][]byte
 }
@@ -127,14 +141,14 @@ func (d *digester) hash(forms ...int) error {
 	)
 	for _, fi := range forms {
 		s := &d.streams[fi]
-		from[fi], start[fi] = resume(s, d.old[fi], d.c)
+		from[fi], start[fi] = resume(s, d.old.forms[fi], d.c)
 		n := s.sizeFrom(from[fi])
 		hashed += n
 		for a := range sumNews {
 			jobs = append(jobs, sumJob{form: fi, sum: a, cost: n * sumCost[a]})
 		}
 		if d.c != nil {
-			d.next[fi] = s.boundaries(d.old[fi][:from[fi]])
+			d.next.forms[fi] = s.boundaries(d.old.forms[fi][:from[fi]])
 		}
 	}
 	slices.SortStableFunc(jobs, func(a, b sumJob) int { return cmp.Compare(b.cost, a.cost) })
@@ -148,12 +162,12 @@ func (d *digester) hash(forms ...int) error {
 		}
 		for i := from[fi]; i < len(s.pieces); i++ {
 			h.Write(s.pieces[i])
-			if d.next[fi] != nil {
+			if d.next.forms[fi] != nil {
 				st, err := h.(encoding.BinaryMarshaler).MarshalBinary()
 				if err != nil {
 					return fmt.Errorf("digest index: %w", err)
 				}
-				d.next[fi][i].state[a] = st
+				d.next.forms[fi][i].state[a] = st
 			}
 		}
 		h.Write(s.tail)
@@ -178,6 +192,8 @@ func (d *digester) finish(f *Files) error {
 	if d.c == nil {
 		return nil
 	}
+	d.next.plain = [32]byte(d.sums[formPlain][1])
+	d.next.chunks = d.chunkSums
 	if payload := d.next.encode(); !bytes.Equal(payload, d.oldPayload) {
 		if _, err := d.c.put(stateName(d.name), payload, 0); err != nil {
 			return err
@@ -318,9 +334,10 @@ func (c *Cache) loadDigestState(name string) (digestState, []byte, error) {
 
 // The encoding of a digest state: stateMagic, then for each form a uint32 count of
 // boundaries followed by each boundary: its id (32 bytes), its end (uint64) and its nSums
-// states, each a uint16 length and the bytes. Integers are little-endian. The cache entry
-// around it carries the check.
-var stateMagic = []byte("AIXDGST2")
+// states, each a uint16 length and the bytes; then the plain form's SHA-256 and its
+// chunks' (32 bytes each, as many as the plain form has boundaries). Integers are
+// little-endian. The cache entry around it carries the check.
+var stateMagic = []byte("AIXDGST3")
 
 // minBoundarySize is the encoded size of a boundary with empty states.
 const minBoundarySize = 32 + 8 + nSums*2
@@ -328,8 +345,8 @@ const minBoundarySize = 32 + 8 + nSums*2
 var errDigestState = errors.New("malformed digest state")
 
 func (st *digestState) encode() []byte {
-	size := len(stateMagic)
-	for _, bs := range st {
+	size := len(stateMagic) + 32 + 32*len(st.chunks)
+	for _, bs := range st.forms {
 		size += 4
 		for _, b := range bs {
 			size += minBoundarySize
@@ -340,7 +357,7 @@ func (st *digestState) encode() []byte {
 	}
 	out := make([]byte, 0, size)
 	out = append(out, stateMagic...)
-	for _, bs := range st {
+	for _, bs := range st.forms {
 		out = binary.LittleEndian.AppendUint32(out, uint32(len(bs)))
 		for _, b := range bs {
 			out = append(out, b.id[:]...)
@@ -350,6 +367,10 @@ func (st *digestState) encode() []byte {
 				out = append(out, s...)
 			}
 		}
+	}
+	out = append(out, st.plain[:]...)
+	for _, c := range st.chunks {
+		out = append(out, c[:]...)
 	}
 	return out
 }
@@ -362,7 +383,7 @@ func decodeDigestState(b []byte) (digestState, error) {
 		return st, fmt.Errorf("%w: no magic", errDigestState)
 	}
 	b = b[len(stateMagic):]
-	for fi := range st {
+	for fi := range st.forms {
 		if len(b) < 4 {
 			return digestState{}, fmt.Errorf("%w: truncated count", errDigestState)
 		}
@@ -392,10 +413,15 @@ func decodeDigestState(b []byte) (digestState, error) {
 				b = b[l:]
 			}
 		}
-		st[fi] = bs
+		st.forms[fi] = bs
 	}
-	if len(b) != 0 {
-		return digestState{}, fmt.Errorf("%w: %d trailing bytes", errDigestState, len(b))
+	if n := len(st.forms[formPlain]); len(b) != 32*(n+1) {
+		return digestState{}, fmt.Errorf("%w: %d bytes for the sums of %d chunks", errDigestState, len(b), n)
+	}
+	st.plain = [32]byte(b)
+	st.chunks = make([][32]byte, len(st.forms[formPlain]))
+	for i := range st.chunks {
+		st.chunks[i] = [32]byte(b[32*(i+1):])
 	}
 	return st, nil
 }

@@ -187,9 +187,9 @@ func TestDigestsIgnoreBadState(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for fi := range st {
-				for i := range st[fi] {
-					st[fi][i].state[0] = []byte("not an md5 state")
+			for fi := range st.forms {
+				for i := range st.forms[fi] {
+					st.forms[fi][i].state[0] = []byte("not an md5 state")
 				}
 			}
 			return encodeEntry(state, st.encode(), 0)
@@ -232,7 +232,7 @@ func TestDigestsIgnoreBadState(t *testing.T) {
 func otherState(t *testing.T, dir string, other [][]byte) []byte {
 	t.Helper()
 	odir := filepath.Join(dir, "..", filepath.Base(dir)+"-other")
-	if _, err := build(other, openCache(t, odir), "dists/other/main/binary-i386/Packages", small); err != nil {
+	if _, err := build(other, openCache(t, odir), "dists/other/main/binary-i386/Packages", small, nil); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(filepath.Join(odir, stateName("dists/other/main/binary-i386/Packages")))
@@ -247,10 +247,10 @@ func otherState(t *testing.T, dir string, other [][]byte) []byte {
 func TestDigestStatePerName(t *testing.T) {
 	dir := t.TempDir()
 	a, b := synthStanzas(400, 71), synthStanzas(400, 72)
-	if _, err := build(a, openCache(t, dir), "a", small); err != nil {
+	if _, err := build(a, openCache(t, dir), "a", small, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := build(b, openCache(t, dir), "b", small); err != nil {
+	if _, err := build(b, openCache(t, dir), "b", small, nil); err != nil {
 		t.Fatal(err)
 	}
 	before, err := os.Stat(filepath.Join(dir, stateName("a")))
@@ -258,7 +258,7 @@ func TestDigestStatePerName(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := openCache(t, dir)
-	f, err := build(a, c, "a", small)
+	f, err := build(a, c, "a", small, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +315,7 @@ func FuzzDigestState(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	want, err := build(stanzas, c, "seed", tiny)
+	want, err := build(stanzas, c, "seed", tiny, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func FuzzDigestState(f *testing.F) {
 	f.Add(valid)
 	f.Add(valid[:len(valid)-1])
 	f.Add(valid[:len(stateMagic)+4+minBoundarySize+100])
-	f.Add(append(slices.Clone(stateMagic), make([]byte, 12)...)) // no boundaries
+	f.Add(append(slices.Clone(stateMagic), make([]byte, 12+32)...)) // no boundaries
 	f.Add(append(slices.Clone(stateMagic), 0xff, 0xff, 0xff, 0xff))
 	f.Add([]byte{})
 	f.Add([]byte("AIXDGST1"))
@@ -350,7 +350,7 @@ func FuzzDigestState(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, berr := build(stanzas, c, "seed", tiny)
+		got, berr := build(stanzas, c, "seed", tiny, nil)
 		if berr != nil {
 			t.Fatalf("build: %v", berr)
 		}

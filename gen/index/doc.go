@@ -17,6 +17,9 @@
 // The cache keeps, per index name, the hash states at every chunk boundary of the last
 // build, keyed by a chain id derived from the content before the boundary, so that the
 // next build hashes only from its first changed chunk to the end (see digest.go).
+// An index spliced from its previous version is built on a Base (BuildOn), which says how
+// many bytes at each end are that version's: the chunks there, and their sums, come from
+// the same state, and the build cuts and hashes only the chunks in between (see base.go).
 //
 // A runner whose cache starts empty can fill it from the published files of the previous
 // index (Cache.Seed): their gzip members and chunks' LZMA2 data are exactly the cached

@@ -544,7 +544,7 @@ func checkEntries(t testing.TB, dir string, want map[string]wantEntry, strict bo
 func FuzzSeed(f *testing.F) {
 	tiny := chunking{min: 1 << 9, avg: 2 << 10, max: 4 << 10}
 	stanzas := synthStanzas(8, 66) // small, so that each run and each minimization is quick
-	parent, err := build(stanzas, nil, "", tiny)
+	parent, err := build(stanzas, nil, "", tiny, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -569,7 +569,7 @@ func FuzzSeed(f *testing.F) {
 		if st.Gzip.Seeded+st.XZ.Seeded == 0 {
 			return
 		}
-		got, err := build(stanzas, openCache(t, dir), "fuzz", tiny)
+		got, err := build(stanzas, openCache(t, dir), "fuzz", tiny, nil)
 		if err != nil {
 			t.Fatalf("build: %v", err)
 		}
