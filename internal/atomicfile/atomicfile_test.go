@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestWriteFile(t *testing.T) {
@@ -124,5 +127,34 @@ func TestStage(t *testing.T) {
 	}
 	if _, err := Stage(filepath.Join(file, "f"), nil, 0o644); err == nil {
 		t.Error("staged under a regular file")
+	}
+}
+
+// TestReplaceHoldsWithoutOpening: the file a write replaces is held across the rename
+// without being opened for reading, so neither a FIFO (whose open would wait for a
+// writer) nor a file the writer may not read stands in the way.
+func TestReplaceHoldsWithoutOpening(t *testing.T) {
+	dir := t.TempDir()
+	fifo, unreadable := filepath.Join(dir, "fifo"), filepath.Join(dir, "unreadable")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(unreadable, []byte("old"), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{fifo, unreadable} {
+		done := make(chan error, 1)
+		go func() { done <- WriteFileUnsynced(p, []byte("new"), 0o644) }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("writing over %s did not return", p)
+		}
+		if got, err := os.ReadFile(p); err != nil || string(got) != "new" {
+			t.Errorf("%s: %q, %v", p, got, err)
+		}
 	}
 }
