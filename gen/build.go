@@ -184,8 +184,13 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	// no longer lists.
 	cacheData := make(chan []byte, 1)
 	go func() { cacheData <- nextStatCache(&o, par.m, m, ins, icache) }()
+	var statCache chan *atomicfile.Staged // the stat cache written beside its place
 	fail := func(err error) (*Result, error) {
-		<-cacheData
+		if statCache == nil {
+			<-cacheData
+		} else if sc := <-statCache; sc != nil {
+			sc.Abort()
+		}
 		if staged != nil {
 			staged.Abort()
 		}
@@ -216,6 +221,11 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		defer close(kept)
 		keepPlains(&o, par, idx.plains, idx.suites)
 	}()
+	// So is the stat cache, beside its place; it follows the manifest. (Written before the
+	// commit, its 17 MB at 100,000 inputs would be flushed with the tree; after, they took
+	// as long as the manifest's move into place.)
+	statCache = make(chan *atomicfile.Staged, 1)
+	go func() { statCache <- stageStatCache(&o, <-cacheData) }()
 	// The manifest names the tree now in place; if it cannot be written, the tree goes
 	// back to the parent's.
 	if staged != nil {
@@ -233,7 +243,9 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	tw.Done()
 	writeTreeMarker(&o, m.ID)
 	writeUnrecorded(&o, m)
-	writeStatCache(&o, <-cacheData)
+	if sc := <-statCache; sc != nil {
+		_ = sc.CommitUnsynced() // the cache is an accelerator (see writeStatCache)
+	}
 	<-kept
 	stats.Packages = len(m.Packages)
 	return &Result{Manifest: m, Parent: par.m, Encoded: encoded, Stats: stats}, nil

@@ -126,6 +126,7 @@ func TestEveryFailedStepLeavesTree(t *testing.T) {
 			r.Opts.Suites[0].Suite = "current"
 			before := treeState(t, r.Opts.TreeDir)
 			manifestBefore := readFile(t, manifestPath)
+			statCacheBefore := readFile(t, filepath.Join(r.Opts.CacheDir, "inputs.txt"))
 
 			hit := false
 			gen.SetFault(t, func(s string) error {
@@ -150,6 +151,12 @@ func TestEveryFailedStepLeavesTree(t *testing.T) {
 			}
 			if left, _ := filepath.Glob(filepath.Join(r.Base, atomicfile.TempPrefix+"*")); len(left) > 0 {
 				t.Errorf("a build failing at %s left %v beside manifest.toml", step.name, left)
+			}
+			if left, _ := filepath.Glob(filepath.Join(r.Opts.CacheDir, atomicfile.TempPrefix+"*")); len(left) > 0 {
+				t.Errorf("a build failing at %s left %v in the build cache", step.name, left)
+			}
+			if got := readFile(t, filepath.Join(r.Opts.CacheDir, "inputs.txt")); string(got) != string(statCacheBefore) {
+				t.Errorf("a build failing at %s changed the stat cache", step.name)
 			}
 
 			gen.SetFault(t, nil)

@@ -174,6 +174,16 @@ func writeStatCache(o *Options, data []byte) {
 	_ = atomicfile.WriteFileUnsynced(statCachePath(o), data, 0o644)
 }
 
+// stageStatCache writes the stat cache beside its place, for a commit to put it there
+// (CommitUnsynced); nil if it cannot, which only costs the next build time.
+func stageStatCache(o *Options, data []byte) *atomicfile.Staged {
+	s, err := atomicfile.Stage(statCachePath(o), data, 0o644)
+	if err != nil {
+		return nil
+	}
+	return s
+}
+
 func statCachePath(o *Options) string { return filepath.Join(o.CacheDir, "inputs.txt") }
 
 // pruneKept deletes from tree the paths in oldKept, kept from the release before prev,
