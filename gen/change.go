@@ -186,7 +186,7 @@ func mergeInputs(carried []manifest.Package, stays []bool, in packageList) (pack
 		case j == len(in.list):
 			c = -1
 		default:
-			c = comparePackageKeys(carried[i], in.list[j])
+			c = comparePackageKeys(&carried[i], &in.list[j])
 		}
 		switch {
 		case c < 0:
@@ -211,7 +211,7 @@ func mergeInputs(carried []manifest.Package, stays []bool, in packageList) (pack
 
 // reference lists p as it is, unless the list has it already.
 func reference(pkgs *packageList, p manifest.Package) error {
-	i, found := slices.BinarySearchFunc(pkgs.list, p, comparePackageKeys)
+	i, found := slices.BinarySearchFunc(pkgs.list, &p, byKey)
 	if found {
 		if pkgs.list[i].SHA256 != p.SHA256 {
 			return fmt.Errorf("%w: %s %s (%s) in %s/%s is listed with other contents than the change being applied again",
@@ -243,7 +243,7 @@ func Replay(parent, built *manifest.Manifest) (added []manifest.Package, removed
 		case j == len(cur):
 			c = -1
 		default:
-			c = comparePackageKeys(old[i], cur[j])
+			c = comparePackageKeys(&old[i], &cur[j])
 		}
 		switch {
 		case c < 0:
@@ -310,7 +310,7 @@ func copyPackages(pkgs *packageList, c Copy, suites map[string]*Suite) (int, err
 				c, p.Architecture, p.Name, p.Version, c.ToSuite, strings.Join(to.Architectures, ", "))
 		}
 		p.Suite, p.Component = c.ToSuite, c.ToComponent
-		i, found := slices.BinarySearchFunc(pkgs.list, p, comparePackageKeys)
+		i, found := slices.BinarySearchFunc(pkgs.list, &p, byKey)
 		if found {
 			if pkgs.list[i].SHA256 != p.SHA256 {
 				return 0, fmt.Errorf("%w: copy %s: %s/%s already has %s %s (%s) with different contents",
@@ -426,10 +426,10 @@ func checkRemovals(o *Options, prev *manifest.Manifest, pkgs []manifest.Package)
 			continue
 		}
 		before[p.Suite]++
-		for j < len(pkgs) && comparePackageKeys(pkgs[j], *p) < 0 {
+		for j < len(pkgs) && comparePackageKeys(&pkgs[j], p) < 0 {
 			j++
 		}
-		if j == len(pkgs) || comparePackageKeys(pkgs[j], *p) != 0 {
+		if j == len(pkgs) || comparePackageKeys(&pkgs[j], p) != 0 {
 			gone[p.Suite] = append(gone[p.Suite], p)
 		}
 	}
