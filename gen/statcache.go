@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/armor-apt/armor/gen/index"
 	"github.com/armor-apt/armor/internal/atomicfile"
@@ -47,8 +48,13 @@ var statCacheTable = crc32.MakeTable(crc32.Castagnoli)
 // or damaged cache is ignored whole, which only costs a full read of the inputs. ok is
 // false for such a file.
 func parseStatCache(data []byte) (c *statCache, ok bool) {
+	return parseStatCacheText(data, string(data))
+}
+
+// parseStatCacheText is parseStatCache on data and its text (the entries' strings point
+// into text).
+func parseStatCacheText(data []byte, text string) (c *statCache, ok bool) {
 	empty := &statCache{}
-	text := string(data)
 	body, ok := strings.CutPrefix(text, statCacheHeader)
 	i := strings.LastIndex(body, "\n"+statCacheTrailer)
 	if !ok || i < 0 {
@@ -87,10 +93,12 @@ func parseStatCache(data []byte) (c *statCache, ok bool) {
 
 func loadStatCache(path string) *statCache {
 	data, err := os.ReadFile(path)
-	if err != nil {
+	if err != nil || len(data) == 0 {
 		return &statCache{}
 	}
-	c, _ := parseStatCache(data)
+	// data is not written after this: the entries' strings can share its memory instead
+	// of a copy of 17 MB at 100,000 inputs.
+	c, _ := parseStatCacheText(data, unsafe.String(unsafe.SliceData(data), len(data)))
 	return c
 }
 
