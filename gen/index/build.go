@@ -3,7 +3,6 @@ package index
 import (
 	"crypto/sha256"
 	"fmt"
-	"hash/crc32"
 	"runtime"
 	"slices"
 
@@ -387,7 +386,7 @@ func assemble(chunks []chunk, c *Cache, xzHead, plain []byte) (gz, xz []byte, ok
 		}
 		return nil, nil, false, nil
 	}
-	return gz, finishXZ(xz, len(xzHead)-xzHeaderSize, plain), true, nil
+	return gz, finishXZ(xz, len(xzHead)-xzHeaderSize, len(plain), plainCRC(chunks, gz, plain)), true, nil
 }
 
 // xzTailBound is the most finishXZ appends: the end marker, padding, check, an index of one
@@ -395,11 +394,12 @@ func assemble(chunks []chunk, c *Cache, xzHead, plain []byte) (gz, xz []byte, ok
 const xzTailBound = 8 + 4 + 1 + 1 + 2*10 + 3 + 4 + xzHeaderSize
 
 // finishXZ ends the block of the stream xz (its headers, the block header hdr bytes long,
-// and the chunks' LZMA2 data) and appends the stream index and footer.
-func finishXZ(xz []byte, hdr int, plain []byte) []byte {
+// and the chunks' LZMA2 data) of a plain index of size bytes whose CRC-32 is crc, and
+// appends the stream index and footer.
+func finishXZ(xz []byte, hdr, size int, crc uint32) []byte {
 	lz := len(xz) - xzHeaderSize - hdr
-	xz = append(xz, xzBlockEnd(hdr, lz, crc32.ChecksumIEEE(plain))...)
-	block := xzBlock{unpadded: uint64(hdr + lz + 1 + xzCheckSize), uncompressed: uint64(len(plain))}
+	xz = append(xz, xzBlockEnd(hdr, lz, crc)...)
+	block := xzBlock{unpadded: uint64(hdr + lz + 1 + xzCheckSize), uncompressed: uint64(size)}
 	return append(xz, xzIndexAndFooter([]xzBlock{block})...)
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -447,7 +448,7 @@ func rexzOtherSettings(t testing.TB, stanzas [][]byte, ck chunking) []byte {
 	for _, ch := range chunks {
 		out = append(out, compressLZMA2Chunks(f.Plain[ch.prevOff:ch.off+ch.size], ch.off-ch.prevOff, 4, 8)...)
 	}
-	return finishXZ(out, hdr, f.Plain)
+	return finishXZ(out, hdr, len(f.Plain), crc32.ChecksumIEEE(f.Plain))
 }
 
 // rexzTwoBack compresses each chunk as Build does but after the two chunks before it, into
@@ -466,7 +467,7 @@ func rexzTwoBack(t testing.TB, stanzas [][]byte, ck chunking) []byte {
 		}
 		out = append(out, compressLZMA2Chunks(f.Plain[from:ch.off+ch.size], ch.off-from, lzDepth, lzNice)...)
 	}
-	out = finishXZ(out, hdr, f.Plain)
+	out = finishXZ(out, hdr, len(f.Plain), crc32.ChecksumIEEE(f.Plain))
 	sameBytes(t, "xz -dc of two-back chunks", run(t, out, "xz", "-dc"), f.Plain)
 	return out
 }
