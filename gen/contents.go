@@ -153,21 +153,19 @@ func groupContents(pkgs []manifest.Package, suites []Suite) map[contentsKey][]*m
 	for _, s := range suites {
 		archs[s.Codename] = s.Architectures
 	}
-	out := map[contentsKey][]*manifest.Package{}
+	var g grouper[contentsKey]
 	for i := range pkgs {
 		p := &pkgs[i]
 		udeb := strings.HasSuffix(p.Path, ".udeb")
 		if p.Architecture != "all" {
-			k := contentsKey{p.Suite, p.Component, p.Architecture, udeb}
-			out[k] = append(out[k], p)
+			g.add(contentsKey{p.Suite, p.Component, p.Architecture, udeb}, p)
 			continue
 		}
 		for _, a := range archs[p.Suite] {
-			k := contentsKey{p.Suite, p.Component, a, udeb}
-			out[k] = append(out[k], p)
+			g.add(contentsKey{p.Suite, p.Component, a, udeb}, p)
 		}
 	}
-	return out
+	return g.groups()
 }
 
 // newestByName returns, of packages in canonical order (grouped by name), the newest

@@ -2,8 +2,12 @@ package gen
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/armor-apt/armor/manifest"
 )
 
 // TestClaimsOfRuns: claims made in runs on all cores are those of one pass over the
@@ -68,5 +72,32 @@ func TestClaimsOfRuns(t *testing.T) {
 	_, _, err = claimsOf(groups, ins)
 	if err == nil || !strings.HasPrefix(err.Error(), all[12_345].Path+": field Architecture") {
 		t.Fatalf("claimsOf: %v, want %s named", err, all[12_345].Path)
+	}
+}
+
+// TestGrouper: lists grouped through the recent keys are those a plain map makes, for
+// runs of a few keys and for keys that change every time.
+func TestGrouper(t *testing.T) {
+	pkgs := make([]manifest.Package, 5_000)
+	r := rand.New(rand.NewPCG(4, 4))
+	var g grouper[indexKey]
+	want := map[indexKey][]*manifest.Package{}
+	for i := range pkgs {
+		n := 3 // runs of a few keys
+		if i > 3_000 {
+			n = 9 // more keys than it remembers
+		}
+		k := indexKey{"s", fmt.Sprint("c", i/1000), fmt.Sprint("a", r.IntN(n))}
+		g.add(k, &pkgs[i])
+		want[k] = append(want[k], &pkgs[i])
+	}
+	got := g.groups()
+	if len(got) != len(want) {
+		t.Fatalf("%d groups, want %d", len(got), len(want))
+	}
+	for k, w := range want {
+		if !slices.Equal(got[k], w) {
+			t.Fatalf("group %v: %d packages, want %d in order", k, len(got[k]), len(w))
+		}
 	}
 }
