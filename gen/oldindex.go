@@ -52,7 +52,7 @@ func (m *madeIndexes) load(o *Options, indexPath string, d release.Digests) *old
 		x.own, x.sum = !shared, d.SHA256 // hydrate checked it against d
 		return x
 	}
-	data, _, ok := findParentPlain(o, indexPath, d)
+	data, ok := parentPlain(o, indexPath, d)
 	if !ok {
 		return &oldIndex{}
 	}

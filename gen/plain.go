@@ -253,29 +253,23 @@ func plainIndexes(o *Options, prev *manifest.Manifest) map[string]release.Digest
 // tree's (a release armor published before it stopped publishing them), or the tree's
 // .gz decompressed. Each is checked against d; false if none matches.
 func parentPlain(o *Options, indexPath string, d release.Digests) ([]byte, bool) {
-	data, _, ok := findParentPlain(o, indexPath, d)
-	return data, ok
-}
-
-// findParentPlain is parentPlain, and says whether the data is the cache's copy.
-func findParentPlain(o *Options, indexPath string, d release.Digests) (data []byte, kept, ok bool) {
 	if data, ok := keptPlain(o, d); ok {
-		return data, true, true
+		return data, true
 	}
 	if d.SHA256 == "" {
-		return nil, false, false
+		return nil, false
 	}
 	file := filepath.Join(o.TreeDir, filepath.FromSlash(indexPath))
 	if data, err := readWithRoom(file); err == nil && int64(len(data)) == d.Size && sha256Hex(data) == d.SHA256 {
-		return data, false, true
+		return data, true
 	}
 	gz, err := os.ReadFile(file + ".gz")
 	if err != nil {
-		return nil, false, false
+		return nil, false
 	}
-	data, _, err = index.Gunzip(gz, int(d.Size))
+	data, _, err := index.Gunzip(gz, int(d.Size))
 	if err != nil || int64(len(data)) != d.Size || sha256Hex(data) != d.SHA256 {
-		return nil, false, false
+		return nil, false
 	}
-	return data, false, true
+	return data, true
 }

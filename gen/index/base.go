@@ -39,21 +39,14 @@ func BuildOn(stanzas [][]byte, c *Cache, name string, base Base) (*Files, error)
 }
 
 // knownChunks is the outcome of cutting stanzas: where each chunk ends (one past its last
-// stanza) and, for the chunks a Base showed unchanged, their sums.
+// stanza) and, for the chunks a Base showed unchanged, their sums (nil for the others).
 type knownChunks struct {
-	ends  []int
-	sums  [][32]byte
-	known []bool
+	ends []int
+	sums []*[32]byte
 }
 
 func (k *knownChunks) add(end int, sum *[32]byte) {
-	k.ends = append(k.ends, end)
-	k.known = append(k.known, sum != nil)
-	var s [32]byte
-	if sum != nil {
-		s = *sum
-	}
-	k.sums = append(k.sums, s)
+	k.ends, k.sums = append(k.ends, end), append(k.sums, sum)
 }
 
 // cutChunks cuts stanzas into chunks, taking the unchanged ones from the digest state st
@@ -67,7 +60,7 @@ func cutChunks(stanzas [][]byte, ck chunking, base *Base, st *digestState) (know
 		return knownChunks{}, err
 	}
 	ends := ck.cut(stanzas, hashes)
-	return knownChunks{ends: ends, sums: make([][32]byte, len(ends)), known: make([]bool, len(ends))}, nil
+	return knownChunks{ends: ends, sums: make([]*[32]byte, len(ends))}, nil
 }
 
 // cutOnBase is cutChunks on a base that matches st. ok is false when it does not, or when

@@ -83,9 +83,10 @@ func build(stanzas [][]byte, c *Cache, name string, ck chunking, base *Base) (*F
 		return emptyFiles()
 	}
 	scanned := 0
-	for i := range chunks {
-		chunks[i].sum, chunks[i].known = cut.sums[i], cut.known[i]
-		if !cut.known[i] {
+	for i, sum := range cut.sums {
+		if sum != nil {
+			chunks[i].sum, chunks[i].known = *sum, true
+		} else {
 			scanned += chunks[i].size
 		}
 	}
