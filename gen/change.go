@@ -186,7 +186,7 @@ func mergeInputs(carried []manifest.Package, stays []bool, in packageList) (pack
 		case j == len(in.list):
 			c = -1
 		default:
-			c = comparePackageKeys(&carried[i], &in.list[j])
+			c = manifest.CompareKeys(&carried[i], &in.list[j])
 		}
 		switch {
 		case c < 0:
@@ -243,7 +243,7 @@ func Replay(parent, built *manifest.Manifest) (added []manifest.Package, removed
 		case j == len(cur):
 			c = -1
 		default:
-			c = comparePackageKeys(&old[i], &cur[j])
+			c = manifest.CompareKeys(&old[i], &cur[j])
 		}
 		switch {
 		case c < 0:
@@ -426,10 +426,10 @@ func checkRemovals(o *Options, prev *manifest.Manifest, pkgs []manifest.Package)
 			continue
 		}
 		before[p.Suite]++
-		for j < len(pkgs) && comparePackageKeys(&pkgs[j], p) < 0 {
+		for j < len(pkgs) && manifest.CompareKeys(&pkgs[j], p) < 0 {
 			j++
 		}
-		if j == len(pkgs) || comparePackageKeys(&pkgs[j], p) != 0 {
+		if j == len(pkgs) || manifest.CompareKeys(&pkgs[j], p) != 0 {
 			gone[p.Suite] = append(gone[p.Suite], p)
 		}
 	}

@@ -204,7 +204,7 @@ func pruneFileLists(o *Options, prev, m *manifest.Manifest) {
 	// does not list as they were, usually none.
 	var cand []string
 	for i, j := 0, 0; i < len(prev.Packages); i++ {
-		for j < len(m.Packages) && comparePackages(&m.Packages[j], &prev.Packages[i]) < 0 {
+		for j < len(m.Packages) && manifest.ComparePackages(&m.Packages[j], &prev.Packages[i]) < 0 {
 			j++
 		}
 		if j == len(m.Packages) || m.Packages[j].SHA256 != prev.Packages[i].SHA256 {

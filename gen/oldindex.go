@@ -120,7 +120,7 @@ func (x *oldIndex) attach(members []*manifest.Package) {
 // locate returns the number of the stanza of p, or -1. Calls come in canonical order.
 func (x *oldIndex) locate(p *manifest.Package) int {
 	if x.members != nil {
-		for x.next < len(x.members) && comparePackages(x.members[x.next], p) < 0 {
+		for x.next < len(x.members) && manifest.ComparePackages(x.members[x.next], p) < 0 {
 			x.next++
 		}
 		if x.next < len(x.members) && x.members[x.next].Equal(p) {

@@ -235,7 +235,7 @@ func diffParent(prev *manifest.Manifest, pkgs packageList) (parentDiff, error) {
 			d.changed = append(d.changed, j)
 			j++
 		default:
-			switch c := comparePackageKeys(&old[i], &cur[j]); {
+			switch c := manifest.CompareKeys(&old[i], &cur[j]); {
 			case c < 0:
 				d.removed++
 				i++

@@ -215,7 +215,7 @@ func pruneKept(tree string, prev, m *manifest.Manifest, oldKept []string) []stri
 		}
 	}
 	for i, j := 0, 0; i < len(prev.Packages); i++ { // both in canonical order
-		for j < len(m.Packages) && comparePackages(&m.Packages[j], &prev.Packages[i]) < 0 {
+		for j < len(m.Packages) && manifest.ComparePackages(&m.Packages[j], &prev.Packages[i]) < 0 {
 			j++
 		}
 		if j == len(m.Packages) || !m.Packages[j].Equal(&prev.Packages[i]) {

@@ -144,7 +144,7 @@ func (m *Manifest) Sort() {
 // packagesSorted and filesSorted are slices.IsSortedFunc without copying entries.
 func packagesSorted(ps []Package) bool {
 	for i := 1; i < len(ps); i++ {
-		if comparePackagePtrs(&ps[i], &ps[i-1]) < 0 {
+		if ComparePackages(&ps[i], &ps[i-1]) < 0 {
 			return false
 		}
 	}
@@ -160,17 +160,19 @@ func filesSorted(fs []File) bool {
 	return true
 }
 
-func comparePackages(a, b Package) int { return comparePackagePtrs(&a, &b) }
+func comparePackages(a, b Package) int { return ComparePackages(&a, &b) }
 
-func comparePackagePtrs(a, b *Package) int {
-	if c := compareKeys(a, b); c != 0 {
+// ComparePackages is the canonical order of a manifest's packages: by Key's fields, in
+// order, then by path. It stops at the first field that differs.
+func ComparePackages(a, b *Package) int {
+	if c := CompareKeys(a, b); c != 0 {
 		return c
 	}
 	return strings.Compare(a.Path, b.Path)
 }
 
-// compareKeys orders packages by their Key's fields, in order.
-func compareKeys(a, b *Package) int {
+// CompareKeys orders packages by their Key's fields, in order.
+func CompareKeys(a, b *Package) int {
 	if c := strings.Compare(a.Suite, b.Suite); c != 0 {
 		return c
 	}
@@ -396,7 +398,7 @@ func (m *Manifest) checkEntries(lo, hi int, keys []uint64, seed maphash.Seed) en
 		// stands next to itself.
 		order := -1 // compared with the previous package
 		if i > 0 {
-			order = compareKeys(&m.Packages[i-1], p)
+			order = CompareKeys(&m.Packages[i-1], p)
 		}
 		if order == 0 {
 			return fail(i, false, "listed twice")
