@@ -85,10 +85,11 @@ func plainTrailerOf(data []byte) [plainTrailer]byte {
 }
 
 // keepPlainOver keeps data, whose SHA-256 is sum, by rewriting the kept copy of the
-// index b names (by its sum) from where the two differ on: the copy moves aside under a temporary name, takes the new
-// bytes and trailer, and moves to its new name. Adding one package to 100,000 rewrites
-// half of 80 MB on average, in pages the page cache holds already, where writing it whole
-// allocates 80 MB of new pages and freeing the old copy as many. A build that stops half
+// index b names (by its sum) from where the two differ on (b.Head): the copy moves aside
+// under a temporary name, takes the new bytes and trailer, and moves to its new name.
+// Adding one package to 100,000 rewrites half of 80 MB on average, in pages the page
+// cache holds already, where writing it whole allocates 80 MB of new pages and freeing
+// the old copy as many. A build that stops half
 // way leaves a temporary file, which the next removes; on an error the copy is gone, and
 // keepPlain writes data whole.
 func keepPlainOver(o *Options, sum string, data []byte, b index.Base) error {
