@@ -29,12 +29,19 @@ daemons() { # the daemons of this DEMO_DIR still running
   echo "$n"
 }
 
-# Dummy listeners on the default ports (a port that something else holds already is just as good).
+# Dummy listeners on the default ports. A port that something else holds already (the
+# user's own `make demo`, left running as README says) is just as good: no dummy is
+# started there, and nothing this script did not start is stopped.
+held() { ss -ltnH "sport = :$1" 2>/dev/null | grep -q .; }
 for port in 17380 18080 19090; do
+  held "$port" && continue
   python3 -m http.server --bind 127.0.0.1 "$port" >/dev/null 2>&1 &
   pids+=($!)
 done
-sleep 1
+for port in 17380 18080 19090; do
+  for _ in $(seq 50); do held "$port" && break; sleep 0.2; done
+  held "$port" || { echo "FAIL cannot hold port $port for the check" >&2; exit 1; }
+done
 
 demo || bad "1: the demo failed with its default ports taken"
 grep -q 'installed natpmpc' "$tmp/out" || bad "1: no install through the edge"
@@ -55,7 +62,7 @@ grep -q 'nosuchremote' "$tmp/out" || bad "3: edged's log tail is not shown"
 [ "$(daemons)" = 0 ] || bad "3: daemons left running after a failed start"
 ok "edged dying at start is reported with its log, and controld is stopped"
 
-for p in "${pids[@]}"; do kill "$p"; done
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 pids=()
 sleep 0.5
 busy=$(ss -ltnH 2>/dev/null | grep -cE ':(17380|18080|19090) ' || true)
