@@ -10,7 +10,7 @@ import (
 	"text/template"
 
 	"github.com/armor-apt/armor/cli/config"
-	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/internal/atomicfile"
 )
 

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/armor-apt/armor/cli/config"
-	"github.com/armor-apt/armor/gen/deb"
-	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/debian/deb"
+	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/internal/atomicfile"
 )
 

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/armor-apt/armor/cli/config"
-	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/internal/atomicfile"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/client"
-	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
 )

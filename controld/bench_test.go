@@ -11,7 +11,7 @@ import (
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/controld/state/bolt"
-	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/store"
 )

@@ -22,7 +22,7 @@ import (
 	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/controld/state"
 	"github.com/armor-apt/armor/controld/state/bolt"
-	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/store"
 )

@@ -15,7 +15,7 @@ import (
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/controld/state/postgres"
-	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/internal/testkit/pgtest"
 	"github.com/armor-apt/armor/store"
 )

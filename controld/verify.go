@@ -15,8 +15,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/armor-apt/armor/controld/state"
-	"github.com/armor-apt/armor/gen/release"
-	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/debian/release"
+	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/store"
 )

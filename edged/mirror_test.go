@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/debian/sign"
 )
 
 // testKeyring is the binary public keyring of the key signedAptRepo signs with.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/armor-apt/armor/internal/atomicfile"
+	"github.com/armor-apt/armor/internal/lineage"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -242,7 +243,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	}
 	tw.Done()
 	writeTreeMarker(&o, m.ID)
-	writeUnrecorded(&o, m)
+	lineage.Built(o.CacheDir, m.ID, m.Parent)
 	if sc := <-statCache; sc != nil {
 		_ = sc.CommitUnsynced() // the cache is an accelerator (see writeStatCache)
 	}
@@ -260,7 +261,7 @@ func newManifest(o *Options, parent *manifest.Manifest, pkgs []manifest.Package)
 		Packages:   pkgs,
 	}
 	if parent != nil {
-		m.Parent = recordedAncestor(o, parent)
+		m.Parent = lineage.Parent(o.CacheDir, parent.ID, parent.Parent)
 	}
 	return m
 }

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armor-apt/armor/debian/deb"
+	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/gen"
-	"github.com/armor-apt/armor/gen/deb"
-	"github.com/armor-apt/armor/gen/sign"
 	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/armor-apt/armor/manifest"
 )

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/armor-apt/armor/gen"
+	"github.com/armor-apt/armor/internal/lineage"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -336,7 +337,7 @@ func stanzaOf(t *testing.T, data []byte, name, version string) string {
 func TestUnrecordedParent(t *testing.T) {
 	r := newRepo(t, repoConfig{Synth: 2})
 	first := r.mustBuild().Manifest
-	if err := gen.Recorded(r.Opts.CacheDir, first.ID); err != nil {
+	if err := lineage.Recorded(r.Opts.CacheDir, first.ID); err != nil {
 		t.Fatal(err)
 	}
 	writeOne(t, r.in("a"), "apkg", "1.0", "amd64", "")
@@ -349,7 +350,7 @@ func TestUnrecordedParent(t *testing.T) {
 	if third.Parent != first.ID {
 		t.Errorf("a release built on the unrecorded second names %s, want the first %s", third.Parent, first.ID)
 	}
-	if err := gen.Recorded(r.Opts.CacheDir, third.ID); err != nil {
+	if err := lineage.Recorded(r.Opts.CacheDir, third.ID); err != nil {
 		t.Fatal(err)
 	}
 	writeOne(t, r.in("c"), "cpkg", "1.0", "amd64", "")
@@ -384,7 +385,7 @@ func TestFailedCommitLeavesTree(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newRepo(t, repoConfig{Real: true, Synth: 4})
 			parent := r.mustBuild().Manifest
-			if err := gen.Recorded(r.Opts.CacheDir, parent.ID); err != nil {
+			if err := lineage.Recorded(r.Opts.CacheDir, parent.ID); err != nil {
 				t.Fatal(err)
 			}
 			tc.inject(t, r)

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/armor-apt/armor/gen/deb"
-	"github.com/armor-apt/armor/gen/release"
+	"github.com/armor-apt/armor/debian/deb"
+	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/klauspost/compress/gzip"
 	"golang.org/x/sync/errgroup"

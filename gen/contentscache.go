@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/armor-apt/armor/gen/deb"
+	"github.com/armor-apt/armor/debian/deb"
 	"github.com/armor-apt/armor/internal/atomicfile"
 	"github.com/armor-apt/armor/manifest"
 	"golang.org/x/sync/errgroup"

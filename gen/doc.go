@@ -11,5 +11,5 @@
 // parent's indexes read ahead in oldindex.go) and the Contents files (contents.go, from
 // the parent's and the file lists of contentscache.go), sign the Release files
 // (releases.go), and commit the tree (tree.go) and the stat cache (statcache.go). VerifyTree (verify.go)
-// checks a published tree as apt does. The Release file itself is gen/release's.
+// checks a published tree as apt does. The Release file itself is debian/release's.
 package gen

@@ -11,6 +11,7 @@ import (
 
 	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/internal/atomicfile"
+	"github.com/armor-apt/armor/internal/lineage"
 )
 
 // treeEntry is what treeState records of one path: a file's sha256 and mtime, a
@@ -118,7 +119,7 @@ func TestEveryFailedStepLeavesTree(t *testing.T) {
 			manifestPath := filepath.Join(r.Base, "manifest.toml")
 			r.Opts.Manifest = manifestPath
 			parent := r.mustBuild().Manifest
-			if err := gen.Recorded(r.Opts.CacheDir, parent.ID); err != nil {
+			if err := lineage.Recorded(r.Opts.CacheDir, parent.ID); err != nil {
 				t.Fatal(err)
 			}
 			// The change: a new package, and a suite name for the codename (a new link).

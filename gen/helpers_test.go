@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/gen"
-	"github.com/armor-apt/armor/gen/sign"
 	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/armor-apt/armor/manifest"
 )

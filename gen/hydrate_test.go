@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/gen/index"
-	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/manifest"
 )
 

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/armor-apt/armor/gen/deb"
+	"github.com/armor-apt/armor/debian/deb"
 	"github.com/bmatcuk/doublestar/v4"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"

@@ -6,8 +6,8 @@ import (
 	"os"
 	"sync"
 
+	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/gen/index"
-	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/manifest"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/manifest"
 )
 

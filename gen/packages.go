@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/armor-apt/armor/gen/pool"
+	"github.com/armor-apt/armor/debian/pool"
 	"github.com/armor-apt/armor/manifest"
 	"golang.org/x/sync/errgroup"
 )

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/gen/index"
-	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/manifest"
 )
 

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/gen/index"
-	"github.com/armor-apt/armor/gen/release"
 )
 
 // TestKeptPlain: a kept uncompressed index comes back with room for a splice in place;

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/armor-apt/armor/gen/release"
+	"github.com/armor-apt/armor/debian/release"
 )
 
 // TestUncompressedIndexesKept: the tree and the manifest have the .gz and .xz of each

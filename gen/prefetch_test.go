@@ -3,7 +3,7 @@ package gen
 import (
 	"testing"
 
-	"github.com/armor-apt/armor/gen/release"
+	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/manifest"
 )
 

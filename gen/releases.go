@@ -5,8 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/armor-apt/armor/gen/release"
-	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/debian/release"
+	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/manifest"
 )
 

@@ -9,10 +9,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/armor-apt/armor/gen/deb"
+	"github.com/armor-apt/armor/debian/deb"
+	"github.com/armor-apt/armor/debian/pool"
+	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/gen/index"
-	"github.com/armor-apt/armor/gen/pool"
-	"github.com/armor-apt/armor/gen/release"
 	"github.com/armor-apt/armor/manifest"
 )
 

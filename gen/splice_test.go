@@ -9,8 +9,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/armor-apt/armor/gen/deb"
-	"github.com/armor-apt/armor/gen/release"
+	"github.com/armor-apt/armor/debian/deb"
+	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/manifest"
 )
 

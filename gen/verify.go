@@ -22,8 +22,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/armor-apt/armor/gen/release"
-	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/debian/release"
+	"github.com/armor-apt/armor/debian/sign"
 	"github.com/ulikunitz/xz"
 )
 

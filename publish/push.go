@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/armor-apt/armor/controld/client"
-	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/internal/atomicfile"
+	"github.com/armor-apt/armor/internal/lineage"
 	"github.com/armor-apt/armor/internal/lockfile"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/store"
@@ -160,13 +160,13 @@ func Push(ctx context.Context, o PushOptions) (*PushResult, error) {
 	if o.Controld == nil {
 		<-saved
 		// Published to a store no controld checks: the next build names it as its parent.
-		return res, gen.Recorded(o.Cache, rel.ID)
+		return res, lineage.Recorded(o.Cache, rel.ID)
 	}
 	err = record(ctx, c, o.Controld, rel, res)
 	<-saved
 	if res.Recorded {
 		// The next build names this release as its parent.
-		if rerr := gen.Recorded(o.Cache, rel.ID); rerr != nil && err == nil {
+		if rerr := lineage.Recorded(o.Cache, rel.ID); rerr != nil && err == nil {
 			err = rerr
 		}
 	}

@@ -22,8 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/gen"
-	"github.com/armor-apt/armor/gen/sign"
 	"github.com/armor-apt/armor/internal/atomicfile"
 	"github.com/armor-apt/armor/internal/testkit/s3test"
 	"github.com/armor-apt/armor/internal/testkit/synth"

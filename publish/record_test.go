@@ -22,8 +22,8 @@ import (
 
 	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/controld/client"
-	"github.com/armor-apt/armor/gen/release"
-	"github.com/armor-apt/armor/gen/sign"
+	"github.com/armor-apt/armor/debian/release"
+	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/internal/testkit/controldtest"
 	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/armor-apt/armor/manifest"

@@ -2,7 +2,7 @@
 // install software: /usr/bin/armor, the systemd units of controld and edged, their
 // configuration files under /etc/armor (conffiles), and a postinst that makes the armor
 // system user. make deb runs it on the binary make build-all writes (every rclone
-// backend). The package is written with gen/deb, armor's own writer, so that the same
+// backend). The package is written with debian/deb, armor's own writer, so that the same
 // code that publishes keyring packages makes armor's.
 package main
 
@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/armor-apt/armor/gen/deb"
+	"github.com/armor-apt/armor/debian/deb"
 	"github.com/armor-apt/armor/internal/atomicfile"
 )
 

@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"slices"
 
-	"github.com/armor-apt/armor/gen/release"
+	"github.com/armor-apt/armor/debian/release"
 	"golang.org/x/sync/errgroup"
 )
 

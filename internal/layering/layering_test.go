@@ -42,10 +42,25 @@ var rules = []rule{
 		why:   "the store seam imports no other armor package",
 	},
 	{
+		from: []string{"debian/..."},
+		deny: []string{"gen/...", "publish/...", "store/...", "controld/...", "edged/...", "cli/..."},
+		why:  "the Debian and OpenPGP formats are neutral ground: they neither build, push nor serve",
+	},
+	{
+		from: []string{"controld/...", "edged/..."},
+		deny: []string{"gen/...", "publish/..."},
+		why:  "the daemons verify and serve; they read Debian formats through debian/, never through the builder or the push workflows",
+	},
+	{
 		from:  []string{"edged/..."},
 		deny:  []string{"controld/..."},
 		allow: []string{"controld/api"},
 		why:   "edged talks to controld over HTTP: it imports only controld's wire types",
+	},
+	{
+		from: []string{"controld/..."},
+		deny: []string{"edged/..."},
+		why:  "controld and edged are separate daemons that meet only in controld's HTTP API",
 	},
 	{
 		from: []string{"controld/api"},
@@ -151,7 +166,7 @@ func relative(importPath string) string {
 // TestImportRules checks the module's real import graph against the rules.
 func TestImportRules(t *testing.T) {
 	pkgs := armorDeps(t)
-	for _, want := range []string{"gen", "manifest", "store", "cli", "controld", "controld/api", "edged"} {
+	for _, want := range []string{"gen", "debian/deb", "debian/release", "debian/sign", "manifest", "store", "cli", "controld", "controld/api", "edged"} {
 		if _, ok := pkgs[want]; !ok {
 			t.Fatalf("go list did not report package %s: the rules would check nothing", want)
 		}
@@ -178,7 +193,17 @@ func TestRulesCatch(t *testing.T) {
 		{"edged imports controld's state", "edged", []string{"controld/state"}, 1},
 		{"edged imports controld's client", "edged", []string{"controld/client"}, 1},
 		{"edged imports the wire types", "edged", []string{"controld/api", "manifest", "store"}, 0},
-		{"controld imports edged", "controld", []string{"edged"}, 0},
+		{"controld imports edged", "controld", []string{"edged"}, 1},
+		{"controld's state imports edged's internals", "controld/state/bolt", []string{"edged/internal/connpoll"}, 1},
+		{"controld imports the builder", "controld", []string{"gen", "gen/index"}, 2},
+		{"controld imports publish", "controld", []string{"publish"}, 1},
+		{"edged imports the builder", "edged", []string{"gen"}, 1},
+		{"controld verifies with the formats", "controld", []string{"debian/sign", "debian/release", "manifest", "store"}, 0},
+		{"edged reads the formats", "edged", []string{"debian/release", "controld/api"}, 0},
+		{"the formats import the builder", "debian/deb", []string{"gen/index"}, 1},
+		{"the formats import the store", "debian/sign", []string{"store"}, 1},
+		{"the formats use the manifest's path rules", "debian/release", []string{"manifest"}, 0},
+		{"the builder uses the formats", "gen", []string{"debian/deb", "debian/release", "debian/sign", "debian/pool"}, 0},
 		{"a daemon links a test kit", "controld", []string{"internal/testkit/s3test"}, 1},
 		{"cmd links a test kit", "cmd/s3server", []string{"internal/testkit/s3test"}, 0},
 		{"the manifest imports the store", "manifest", []string{"store"}, 1},

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/armor-apt/armor/gen/deb"
+	"github.com/armor-apt/armor/debian/deb"
 )
 
 func needTool(t *testing.T, name string) {

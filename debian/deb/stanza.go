@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/armor-apt/armor/gen/pool"
+	"github.com/armor-apt/armor/debian/pool"
 )
 
 // overridden lists the control fields (lowercase) that a Packages stanza does not

@@ -8,7 +8,7 @@ import (
 
 // The fuzz targets check that parsing outside input never panics and that whatever
 // is accepted is consistent. Run one with e.g.
-// go test ./gen/sign -run '^$' -fuzz FuzzReadKeyring -fuzztime 1m -fuzzminimizetime 5s
+// go test ./debian/sign -run '^$' -fuzz FuzzReadKeyring -fuzztime 1m -fuzzminimizetime 5s
 // (minimizing a large key input with the default 60 s looks like a stall).
 
 func FuzzReadSecretKey(f *testing.F) {
