@@ -116,7 +116,9 @@ func applyChange(o *Options, prev *manifest.Manifest, inputs packageList) (packa
 				// No longer configured: the configuration changed.
 			case gone:
 				st.removed++
-			case !s.Sync:
+			case !s.Sync || len(o.Add) > 0:
+				// An explicit addition (armor add) is the parent plus its files: a syncing
+				// suite loses nothing by it, so a runner holding only new files can use it.
 				stays[i] = true
 			}
 		}
@@ -407,10 +409,11 @@ func checkRemovals(o *Options, prev *manifest.Manifest, pkgs []manifest.Package)
 	if prev == nil || o.AllowRemovals {
 		return nil
 	}
-	syncing := map[string]float64{}
+	syncing, keep := map[string]float64{}, map[string]int{}
 	for _, s := range o.Suites {
 		if s.Sync {
 			syncing[s.Codename] = cmp.Or(s.MaxRemovals, DefaultMaxRemovals)
+			keep[s.Codename] = s.KeepVersions
 		}
 	}
 	if len(syncing) == 0 {
@@ -429,7 +432,7 @@ func checkRemovals(o *Options, prev *manifest.Manifest, pkgs []manifest.Package)
 		for j < len(pkgs) && manifest.CompareKeys(&pkgs[j], p) < 0 {
 			j++
 		}
-		if j == len(pkgs) || manifest.CompareKeys(&pkgs[j], p) != 0 {
+		if (j == len(pkgs) || manifest.CompareKeys(&pkgs[j], p) != 0) && !pruned(pkgs, j, p, keep[p.Suite]) {
 			gone[p.Suite] = append(gone[p.Suite], p)
 		}
 	}
@@ -446,10 +449,35 @@ func checkRemovals(o *Options, prev *manifest.Manifest, pkgs []manifest.Package)
 		if len(g) > len(shown) {
 			more = fmt.Sprintf(" and %d more", len(g)-len(shown))
 		}
-		return fmt.Errorf("%w: suite %s mirrors its inputs (sync = true), and %d of its %d packages are no longer among them (%s%s), more than the %g%% it may remove at once (max_removals); check that the inputs are in place, or build with --allow-removals if the removals are intended",
-			ErrTooManyRemovals, s.Codename, len(g), n, strings.Join(shown, ", "), more, share*100)
+		return fmt.Errorf("%w: suite %s mirrors its inputs (sync = true), and %d of its %d packages are no longer among them (%s%s), more than the %g%% it may remove at once (max_removals). A sync suite needs every one of its files among the inputs, on a CI runner too: build them all there, or publish only the new files with `armor add FILE... --suite %s` (the parent plus these files; nothing is removed); or, if the removals are intended, `armor build --allow-removals`",
+			ErrTooManyRemovals, s.Codename, len(g), n, strings.Join(shown, ", "), more, share*100, s.Codename)
 	}
 	return nil
+}
+
+// pruned reports whether retention (keep versions per package) took p out of pkgs rather
+// than its file going from the inputs: pkgs lists keep newer versions of p's package and
+// architecture in its component. at is where p would stand in pkgs.
+func pruned(pkgs []manifest.Package, at int, p *manifest.Package, keep int) bool {
+	if keep <= 0 {
+		return false
+	}
+	same := func(q *manifest.Package) bool {
+		return q.Suite == p.Suite && q.Component == p.Component && q.Name == p.Name
+	}
+	newer := 0
+	for _, step := range []int{-1, 1} {
+		i := at
+		if step < 0 {
+			i--
+		}
+		for ; i >= 0 && i < len(pkgs) && same(&pkgs[i]); i += step {
+			if pkgs[i].Architecture == p.Architecture && compareVersions(pkgs[i].Version, p.Version) > 0 {
+				newer++
+			}
+		}
+	}
+	return newer >= keep
 }
 
 // DefaultMaxRemovals is the share of a syncing suite's packages one build may remove

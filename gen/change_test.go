@@ -407,3 +407,51 @@ func TestFailedCommitLeavesTree(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncKeepVersions: in a suite that mirrors its inputs and keeps two versions, a new
+// version prunes the oldest by retention, which is not a removal of sync's (the file is
+// still there); armor add on a runner holding only the new file keeps the parent.
+func TestSyncKeepVersions(t *testing.T) {
+	r := newRepo(t, repoConfig{Synth: 4})
+	r.Opts.Suites[0].Sync = true
+	r.Opts.Suites[0].KeepVersions = 2
+	for _, v := range []string{"1.0", "1.1"} {
+		writeOne(t, r.in("tool"), "tool", v, "amd64", "")
+	}
+	r.mustBuild()
+	writeOne(t, r.in("tool"), "tool", "1.2", "amd64", "")
+	res := r.mustBuild()
+	if got := versionsOf(res.Manifest, "tool"); !slices.Equal(got, []string{"1.1", "1.2"}) || res.Stats.Pruned != 1 {
+		t.Fatalf("kept %v (pruned %d), want [1.1 1.2] (pruned 1)", got, res.Stats.Pruned)
+	}
+	before := len(res.Manifest.Packages)
+
+	// A runner: the inputs hold only the new version; armor add publishes it.
+	newDeb := writeOne(t, filepath.Join(t.TempDir(), "new"), "tool", "1.3", "amd64", "")
+	if err := os.RemoveAll(r.in("")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(r.in(""), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.Opts.Suites[0].AllowEmpty = true
+	_, err := r.build()
+	if !errors.Is(err, gen.ErrTooManyRemovals) || !strings.Contains(err.Error(), "armor add FILE... --suite stable") {
+		t.Fatalf("a sync build with no inputs: %v, want ErrTooManyRemovals naming armor add", err)
+	}
+	r.Opts.Add = []gen.Addition{{Suite: "stable", Component: "main", Path: newDeb}}
+	res = r.mustBuild()
+	if got := versionsOf(res.Manifest, "tool"); !slices.Equal(got, []string{"1.2", "1.3"}) || len(res.Manifest.Packages) != before {
+		t.Fatalf("armor add on a sync suite: tool %v and %d packages, want [1.2 1.3] and %d", got, len(res.Manifest.Packages), before)
+	}
+}
+
+func versionsOf(m *manifest.Manifest, name string) []string {
+	var out []string
+	for _, p := range m.Packages {
+		if p.Name == name {
+			out = append(out, p.Version)
+		}
+	}
+	return out
+}
