@@ -82,7 +82,7 @@ const (
 // description heads armor --help; it documents the exit status and the --json errors.
 var description = fmt.Sprintf(`armor publishes Debian (APT) repositories: armor build && armor push.
 
-Exit status: %d success; %d error; %d usage error (unknown command or flag, missing or bad argument); %d a push refused because the release it was built on is no longer the active one (rebuild on the active release and push again); %d an activation (push, activate, rollback) refused because the release, or one it is built on, was rolled back (build on the active release, or --force to re-activate it knowingly).
+Exit status: %d success; %d error; %d usage error (unknown command or flag, missing or bad argument); %d a push refused because the release it was built on is no longer the active one (armor push --rebase, or armor build --from-active and push again); %d an activation (push, activate, rollback) refused because the release, or one it is built on, was rolled back (armor push --rebase or armor build --from-active to build on the active release, or --force to re-activate it knowingly).
 
 With --json, a command that fails prints one JSON object on standard error, {"error": "...", "exit_code": N}; standard output keeps only the command's own result.`,
 	exitOK, exitFailure, exitUsage, exitStaleParent, exitRolledBack)

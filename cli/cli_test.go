@@ -1063,7 +1063,7 @@ func TestJSONErrors(t *testing.T) {
 		y.add(t, "beta")
 		armorOK(t, "-c", x.cfg, "push")
 		r := armor(t, "--json", "-c", y.cfg, "push")
-		check(t, r, exitStaleParent, "rebuild on the active release")
+		check(t, r, exitStaleParent, "armor push --rebase")
 		var out pushResult
 		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || out.Outcome != outcomeStaleParent {
 			t.Errorf("stdout is not push's own result (%v): %s", err, r)

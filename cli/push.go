@@ -35,7 +35,7 @@ The release is activated only on its parent: if controld's active release is no 
 
 With --rebase, a push refused that way applies the release's change (the packages it added and removed since its parent) again on the active release, re-signs it here, and pushes that, a few times if other pushes keep winning.
 
-A release that armor rollback rolled back is not activated again by a push, nor is a release built on it: after a rollback, armor build again (armor rollback leaves the local manifest on the active release) and push that, or push --force to re-activate the rolled-back release knowingly.
+A release that armor rollback rolled back is not activated again by a push, nor is a release built on it: after a rollback, armor push --rebase applies a release's change on the active release (as a CI runner whose committed manifest is the rolled-back release needs), or armor build again (armor rollback leaves the local manifest on the active release) and push that, or push --force to re-activate the rolled-back release knowingly.
 
 Exit status: %d when the release is pushed (and active, unless --no-activate); %d when it was refused because the release it was built on is not the active release: run armor push --rebase (or build on the active release with armor build --from-active and push again); %d when it was refused because it, or a release it is built on, was rolled back; %d on any other error.`,
 		exitOK, exitStaleParent, exitRolledBack, exitFailure)
@@ -58,11 +58,13 @@ func (c *PushCmd) Run(g *Globals) error {
 		}
 	}
 	res, err := runPush(g.ctx, g.Config, o)
-	var stale *publish.StaleParentError
-	for attempt := 1; c.Rebase && errors.As(err, &stale) && attempt <= maxRebases; attempt++ {
-		if res != nil && !g.JSON {
-			fmt.Fprintf(g.stderr, "release %s was built on %s, but %s is active now: applying its change again on %s\n",
-				short(res.Release), short(res.Parent), short(stale.Active), short(stale.Active))
+	for attempt := 1; c.Rebase && attempt <= maxRebases; attempt++ {
+		why := rebaseReason(res, err)
+		if why == "" {
+			break
+		}
+		if !g.JSON {
+			fmt.Fprintf(g.stderr, "release %s %s: applying its change again on the active release\n", short(res.Release), why)
 		}
 		b, rerr := rebase(g.ctx, g.Config, o)
 		if rerr != nil {
@@ -81,6 +83,25 @@ func (c *PushCmd) Run(g *Globals) error {
 		}
 	}
 	return err
+}
+
+// rebaseReason says why push --rebase applies the pushed release's change again on the
+// active release, or "" when it does not: the release it was built on is not active
+// (another push won), or was rolled back (armor rollback ran while a manifest on it was
+// committed). A release that was itself rolled back is not re-applied: that would undo
+// the rollback.
+func rebaseReason(res *pushResult, err error) string {
+	var stale *publish.StaleParentError
+	var rolledBack *publish.RolledBackError
+	switch {
+	case res == nil:
+		return ""
+	case errors.As(err, &stale):
+		return fmt.Sprintf("was built on %s, but %s is active now", short(res.Parent), short(stale.Active))
+	case errors.As(err, &rolledBack) && rolledBack.RolledBack.Release != res.Release:
+		return fmt.Sprintf("is built on %s, which was rolled back", short(rolledBack.RolledBack.Release))
+	}
+	return ""
 }
 
 type pushOptions struct {

@@ -477,7 +477,7 @@ func checkStale(t *testing.T, r result, release, parent, active string) {
 		built = "was built on " + parent[:12]
 	}
 	for _, want := range []string{"release " + release[:12], built, "the active release is " + active[:12],
-		"another release was activated since this one was built: rebuild on the active release (armor build) and push again"} {
+		"another release was activated since this one was built: run armor push --rebase (it applies this release's change again on the active release, and pushes that), or build on the active release with armor build --from-active and push again"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("the refused push's message lacks %q:\n%s", want, r.stderr)
 		}

@@ -12,9 +12,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
 )
@@ -56,12 +58,13 @@ func checkRolledBack(t *testing.T, r result, release, rolled string) {
 	if r.code != exitRolledBack {
 		t.Fatalf("push of %.12s after %.12s was rolled back: want exit %d, got %s", release, rolled, exitRolledBack, r)
 	}
-	what, force := "release "+release[:12]+" was rolled back at ", "armor push --force"
+	what, force, on := "release "+release[:12]+" was rolled back at ", "armor push --force", "armor build --from-active and push that"
 	if release != rolled {
 		what = "release " + release[:12] + " is built on release " + rolled[:12] + ", which was rolled back at "
 		force = "armor activate --force " + rolled[:12] + ", then push again"
+		on = "run armor push --rebase"
 	}
-	for _, want := range []string{what, " by root ", "run armor build again", force, "nothing was activated"} {
+	for _, want := range []string{what, " by root ", on, force, "nothing was activated"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("the refused push's message lacks %q:\n%s", want, r.stderr)
 		}
@@ -81,7 +84,7 @@ func TestRollbackRefusesRepush(t *testing.T) {
 	t.Parallel()
 	bin := armorBinary(t)
 	for _, pointerOnly := range []bool{true, false} {
-		for _, then := range []string{"force", "build"} {
+		for _, then := range []string{"force", "build", "rebase"} {
 			t.Run(fmt.Sprintf("pointer-only=%v/%s", pointerOnly, then), func(t *testing.T) {
 				t.Parallel()
 				rollbackThen(t, bin, pointerOnly, then)
@@ -157,6 +160,29 @@ func rollbackThen(t *testing.T, bin string, pointerOnly bool, then string) {
 		// Then the release built on B pushes as any other.
 		if r := pushBinary(t, bin, onB); r.code != 0 || site.active(t) != c {
 			t.Fatalf("push of the release built on B after B was forced back: %s", r)
+		}
+	case "rebase":
+		// A runner whose checkout is on B: push --rebase applies its change (beta) on the
+		// active release, without B's (alpha), whose file a runner does not have.
+		alpha, _ := filepath.Glob(filepath.Join(onB.dir, "debs", "alpha_*.deb"))
+		for _, f := range alpha {
+			if err := os.Remove(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r := pushBinary(t, bin, onB, "--rebase"); r.code != 0 || !strings.Contains(r.stderr, "which was rolled back: applying its change again") {
+			t.Fatalf("push --rebase of the release built on B: %s", r)
+		}
+		m, err := manifest.Parse(site.activeManifest(t), "active")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, p := range m.Packages {
+			names = append(names, p.Name)
+		}
+		if m.Parent != active || !slices.Contains(names, "beta") || slices.Contains(names, "alpha") {
+			t.Fatalf("after push --rebase: parent %.12s, packages %v; want on %.12s, beta without alpha", m.Parent, names, active)
 		}
 	case "build":
 		// The next build starts from the active release, and its push activates.

@@ -136,7 +136,7 @@ func (e *StaleParentError) Error() string {
 		return fmt.Sprintf("controld %s: repository %s: release %s %s, but no release is active: activate it first (armor activate %s) and push again; nothing was activated, and this push recorded nothing",
 			e.URL, e.Repo, short(e.Release), built, short(e.Parent))
 	}
-	return fmt.Sprintf("controld %s: repository %s: release %s %s, but the active release is %s: another release was activated since this one was built: rebuild on the active release (armor build) and push again; nothing was activated, and this push recorded nothing (controld said: %v)",
+	return fmt.Sprintf("controld %s: repository %s: release %s %s, but the active release is %s: another release was activated since this one was built: run armor push --rebase (it applies this release's change again on the active release, and pushes that), or build on the active release with armor build --from-active and push again; nothing was activated, and this push recorded nothing (controld said: %v)",
 		e.URL, e.Repo, short(e.Release), built, short(e.Active), e.Err)
 }
 
@@ -233,9 +233,9 @@ func (e *RolledBackError) Error() string {
 	var advice string
 	switch e.Op {
 	case OpPush:
-		advice = "a push does not re-activate a rolled-back release: to move on, run armor build again (after armor rollback the local manifest follows the active release) and push that; to re-activate it knowingly, armor push --force"
+		advice = "a push does not re-activate a rolled-back release: to move on, build on the active release with armor build --from-active and push that; to re-activate it knowingly, armor push --force"
 		if rb.Release != e.Release {
-			advice = fmt.Sprintf("a push does not activate a release built on a rolled-back one: to move on, run armor build again (after armor rollback the local manifest follows the active release) and push that; to take %s back knowingly, armor activate --force %s, then push again",
+			advice = fmt.Sprintf("a push does not activate a release built on a rolled-back one: to move on, run armor push --rebase (it applies this release's change again on the active release, and pushes that), or armor build --from-active and push again; to take %s back knowingly, armor activate --force %s, then push again",
 				short(rb.Release), short(rb.Release))
 		}
 	case OpRollback:

@@ -393,7 +393,7 @@ func checkRefused(t *testing.T, c *client.Client, res *publish.PushResult, err e
 		built = "was built on " + parent[:12]
 	}
 	for _, want := range []string{"release " + res.Release[:12], built, "the active release is " + active[:12],
-		"another release was activated since this one was built: rebuild on the active release (armor build) and push again",
+		"another release was activated since this one was built: run armor push --rebase (it applies this release's change again on the active release, and pushes that), or build on the active release with armor build --from-active and push again",
 		"nothing was activated"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal lacks %q: %v", want, err)
