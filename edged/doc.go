@@ -24,7 +24,12 @@
 //   - /healthz (admin listener) answers 200 {"status":"ok"} only while controld's feed
 //     and the store both answer; otherwise 503 with "degraded" (still serving) or "no
 //     routes loaded", and the state of each. controld counts as down once polling has
-//     failed for longer than poll.stale_after (2 minutes by default).
+//     failed for longer than poll.stale_after (2 minutes by default). The store is
+//     asked, at each request, for the manifest of a routed active release, so a store
+//     that answers but moved or was emptied counts as down too.
+//   - /readyz (admin listener), the load balancer's check, answers as /healthz does,
+//     and 503 "shutting down" from the start of a graceful shutdown: the admin listener
+//     outlives the public ones while their requests in flight finish.
 //
 // HTTP details an operator may care about:
 //   - The site is chosen by the Host header (or the host of an absolute-form request

@@ -45,6 +45,13 @@ type Edge struct {
 	replica atomic.Uint64
 	acme    *acmeTLS // set by EnableACME; nil serves plain HTTP only
 
+	// draining is set when a public listener begins its graceful shutdown: /readyz
+	// answers 503 from then on. serving counts the public listeners still serving; the
+	// admin listener outlives them, so a balancer sees the drain.
+	draining  atomic.Bool
+	serving   atomic.Int32
+	probeNext atomic.Uint64 // the site whose manifest /healthz asks the store for next
+
 	applyMu  sync.Mutex          // serialises apply
 	releases map[string]*release // loaded manifests by object digest; under applyMu
 }
@@ -188,12 +195,15 @@ func (e *Edge) serveListener(ctx context.Context, ln net.Listener, handler fasth
 		served = tls.NewListener(tl, tlsCfg)
 	}
 	errc := make(chan error, 1)
+	e.serving.Add(1)
+	defer e.serving.Add(-1)
 	go func() { errc <- srv.Serve(served) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve %s: %w", ln.Addr(), err)
 	case <-ctx.Done():
 	}
+	e.draining.Store(true)
 	sctx, cancel := context.WithTimeout(context.Background(), e.cfg.ShutdownTimeout.D())
 	defer cancel()
 	stopped := make(chan struct{})
@@ -251,16 +261,18 @@ func (f fasthttpLogger) Printf(format string, args ...any) {
 	f.l.Debug(fmt.Sprintf(format, args...))
 }
 
-// AdminHandler returns the admin endpoints: /healthz and /metrics.
+// AdminHandler returns the admin endpoints: /healthz, /readyz and /metrics.
 func (e *Edge) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(e.m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", e.healthz)
+	mux.HandleFunc("GET /readyz", e.readyz)
 	return mux
 }
 
 // ServeAdmin serves AdminHandler on ln until ctx is cancelled, then shuts down
-// gracefully and returns nil.
+// gracefully and returns nil. It shuts down after the public listeners have (within
+// Config.ShutdownTimeout), so /readyz answers "shutting down" while they drain.
 func (e *Edge) ServeAdmin(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: e.AdminHandler(), ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
@@ -272,6 +284,9 @@ func (e *Edge) ServeAdmin(ctx context.Context, ln net.Listener) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), e.cfg.ShutdownTimeout.D())
 	defer cancel()
+	for e.serving.Load() > 0 && sctx.Err() == nil {
+		sleepCtx(sctx, 10*time.Millisecond)
+	}
 	err := srv.Shutdown(sctx)
 	if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 		err = serr

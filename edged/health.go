@@ -3,16 +3,20 @@ package edged
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/armor-apt/armor/store"
 )
 
-// storeProbeTimeout bounds the store check of one /healthz request.
+// storeProbeTimeout bounds the store check of one /healthz or /readyz request.
 const storeProbeTimeout = 5 * time.Second
 
-// probeSum is the object /healthz asks the store about (the SHA-256 of no bytes): the
-// answer, present or not, only shows that the store answers.
+// probeSum is the object the store is asked about while no routes are loaded (the
+// SHA-256 of no bytes): the answer, present or not, only shows that the store answers.
 const probeSum = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 // feedHealth is what Sync last saw of controld's routes feed.
@@ -40,9 +44,10 @@ type componentHealth struct {
 	Error       string     `json:"error,omitempty"`
 }
 
-// healthReport is the /healthz answer.
+// healthReport is the /healthz and /readyz answer.
 type healthReport struct {
-	Status        string          `json:"status"` // "ok", "degraded" or "no routes loaded"
+	// Status is "ok", "degraded", "no routes loaded" or "shutting down".
+	Status        string          `json:"status"`
 	RoutesVersion uint64          `json:"routes_version"`
 	Sites         int             `json:"sites"`
 	Controld      componentHealth `json:"controld"`
@@ -52,10 +57,43 @@ type healthReport struct {
 // healthz answers 200 with status "ok" when routes are loaded and both controld's feed
 // and the store answer; otherwise 503, with status "degraded" (the edge still serves:
 // its last known routes, its cached objects) or "no routes loaded" (it cannot serve),
-// and the state of each dependency. controld counts as unreachable once polling has
-// failed for longer than Config.Poll.StaleAfter (a single failed poll is retried and is
-// no outage); the store is asked at once whether an object exists (up to 5 s).
+// and the state of each dependency. It is the whole picture, for monitoring.
 func (e *Edge) healthz(w http.ResponseWriter, r *http.Request) {
+	rep := e.health(r.Context())
+	writeHealth(w, rep, rep.Status == "ok")
+}
+
+// readyz is the load balancer's check: 200 {"status":"ok"} while this edge should take
+// traffic (its routes are loaded, the store and controld answer, as for healthz), 503
+// otherwise, and 503 "shutting down" from the moment a graceful shutdown begins, so a
+// balancer stops sending new clients while the requests in flight finish.
+func (e *Edge) readyz(w http.ResponseWriter, r *http.Request) {
+	rep := e.health(r.Context())
+	if e.draining.Load() {
+		rep.Status = "shutting down"
+	}
+	writeHealth(w, rep, rep.Status == "ok")
+}
+
+func writeHealth(w http.ResponseWriter, rep healthReport, ok bool) {
+	status := http.StatusOK
+	if !ok {
+		status = http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(rep)
+}
+
+// health checks the dependencies now; nothing of it is cached, so a store that moved
+// shows at the next request. controld counts as unreachable once polling has failed for
+// longer than Config.Poll.StaleAfter (a single failed poll is retried and is no
+// outage). The store is asked (up to 5 s) for the manifest of a routed site's active
+// release, a different site each time: an object that must be there, so a store that
+// answers but moved or was emptied (a local directory renamed, another bucket) is seen
+// as well as one that does not answer.
+func (e *Edge) health(ctx context.Context) healthReport {
 	rep := healthReport{Status: "ok"}
 	t := e.table.Load()
 	if t != nil {
@@ -70,22 +108,35 @@ func (e *Edge) healthz(w http.ResponseWriter, r *http.Request) {
 	if p := e.feed.lastErr.Load(); p != nil {
 		rep.Controld.Error = *p
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), storeProbeTimeout)
+	ctx, cancel := context.WithTimeout(ctx, storeProbeTimeout)
 	defer cancel()
-	if _, err := e.store.Has(ctx, probeSum); err != nil {
+	if err := e.probeStore(ctx, t); err != nil {
 		rep.Store.Error = err.Error()
 	} else {
 		rep.Store.OK = true
 	}
-	status := http.StatusOK
 	switch {
 	case t == nil:
-		rep.Status, status = "no routes loaded", http.StatusServiceUnavailable
+		rep.Status = "no routes loaded"
 	case !rep.Controld.OK || !rep.Store.OK:
-		rep.Status, status = "degraded", http.StatusServiceUnavailable
+		rep.Status = "degraded"
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(rep)
+	return rep
+}
+
+// probeStore asks the store for an object it must hold: the manifest of one routed
+// site's active release (the next site at each call), or with no sites an object that
+// need not exist, which shows only that the store answers.
+func (e *Edge) probeStore(ctx context.Context, t *table) error {
+	if t == nil || len(t.sites) == 0 {
+		_, err := e.store.Has(ctx, probeSum)
+		return err
+	}
+	s := t.sites[int(e.probeNext.Add(1)%uint64(len(t.sites)))]
+	_, err := e.store.Stat(ctx, s.active.Manifest)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("the store lacks the manifest %s of %s's active release %s: was it moved or emptied? (%w)",
+			s.active.Manifest, s.repository, s.active.ID, err)
+	}
+	return err
 }

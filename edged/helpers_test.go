@@ -35,6 +35,7 @@ var errStoreUnreachable = errors.New("test store: connection refused")
 type testStore struct {
 	store.Store
 	down    atomic.Bool
+	gone    atomic.Bool  // answers as a store that moved: no object is found
 	delay   atomic.Int64 // nanoseconds added to each Open
 	damaged sync.Map     // sum -> []byte served instead of the object
 	mu      sync.Mutex
@@ -58,6 +59,9 @@ func (s *testStore) Open(ctx context.Context, sum string, offset, length int64) 
 	if s.down.Load() {
 		return nil, fmt.Errorf("open %s: %w", sum, errStoreUnreachable)
 	}
+	if s.gone.Load() {
+		return nil, fmt.Errorf("open %s: %w", sum, store.ErrNotFound)
+	}
 	if v, ok := s.damaged.Load(sum); ok {
 		return io.NopCloser(bytes.NewReader(v.([]byte))), nil
 	}
@@ -71,6 +75,9 @@ func (s *testStore) Stat(ctx context.Context, sum string) (store.Info, error) {
 	if s.down.Load() {
 		return store.Info{}, fmt.Errorf("stat %s: %w", sum, errStoreUnreachable)
 	}
+	if s.gone.Load() {
+		return store.Info{}, fmt.Errorf("stat %s: %w", sum, store.ErrNotFound)
+	}
 	if v, ok := s.damaged.Load(sum); ok {
 		return store.Info{SHA256: sum, Size: int64(len(v.([]byte)))}, nil
 	}
@@ -80,6 +87,9 @@ func (s *testStore) Stat(ctx context.Context, sum string) (store.Info, error) {
 func (s *testStore) Has(ctx context.Context, sum string) (bool, error) {
 	if s.down.Load() {
 		return false, fmt.Errorf("has %s: %w", sum, errStoreUnreachable)
+	}
+	if s.gone.Load() {
+		return false, nil
 	}
 	return s.Store.Has(ctx, sum)
 }
