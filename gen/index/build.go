@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/armor-apt/armor/debian/release"
+	"github.com/armor-apt/armor/gen/xz"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -194,7 +195,7 @@ func emptyFiles() (*Files, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build index: %w", err)
 	}
-	f := &Files{Plain: []byte{}, Gzip: gz, Xz: append(xzStreamHeader(), xzIndexAndFooter(nil)...)}
+	f := &Files{Plain: []byte{}, Gzip: gz, Xz: append(xz.StreamHeader(), xz.IndexAndFooter(nil)...)}
 	for i, b := range [][]byte{f.Plain, f.Gzip, f.Xz} {
 		f.Digests[i] = digestsOf(b)
 	}
@@ -273,16 +274,6 @@ func keyXZ(chunks []chunk, i int, c *Cache) {
 	ch.xz.size, ch.xz.cached = c.size(entryName(ch.xz.key, kindXZ))
 }
 
-// xzHeadOf returns the stream header and block header of an index of chunks, total plain
-// bytes in all.
-func xzHeadOf(chunks []chunk, total int, ck chunking) []byte {
-	maxPair := 0
-	for i := range chunks {
-		maxPair = max(maxPair, chunks[i].off+chunks[i].size-chunks[i].prevOff)
-	}
-	return append(xzStreamHeader(), xzBlockHeader(xzDictSize(total, maxPair, ck))...)
-}
-
 // compressMissing compresses every form that has no data and is not cached, each on its own
 // core, and stores it in c.
 func compressMissing(chunks []chunk, plain []byte, c *Cache) error {
@@ -311,7 +302,7 @@ func compressForm(fm *form, plain []byte, start int, c *Cache) error {
 		}
 		fm.data = gz
 	case kindXZ:
-		fm.data = compressLZMA2Chunks(plain, start, lzDepth, lzNice)
+		fm.data = xz.EncodeLZMA2(plain, start, xz.DefaultEffort)
 	}
 	fm.aux = uint64(len(plain) - start)
 	fm.size = len(fm.data)
@@ -329,7 +320,7 @@ func compressForm(fm *form, plain []byte, start int, c *Cache) error {
 // cached forms straight into place. ok is false when a cached entry failed its check: that
 // form is then marked for compression, and every form read so far keeps a copy of its
 // bytes, so that the next round reads nothing from the cache.
-func assemble(chunks []chunk, c *Cache, xzHead, plain []byte) (gz, xz []byte, ok bool, err error) {
+func assemble(chunks []chunk, c *Cache, xzHead, plain []byte) (gz, xzData []byte, ok bool, err error) {
 	gzSize, xzSize := 0, len(xzHead)
 	for i := range chunks {
 		ch := &chunks[i]
@@ -338,15 +329,15 @@ func assemble(chunks []chunk, c *Cache, xzHead, plain []byte) (gz, xz []byte, ok
 		xzSize += ch.xz.size
 	}
 	gz = make([]byte, gzSize)
-	xz = make([]byte, xzSize, xzSize+xzTailBound)
-	copy(xz, xzHead)
+	xzData = make([]byte, xzSize, xzSize+xzTailBound)
+	copy(xzData, xzHead)
 	bad := make([]bool, len(chunks))
 	err = parallel(len(chunks), func(i int) error {
 		ch := &chunks[i]
 		for _, fm := range []*form{&ch.gz, &ch.xz} {
 			out := gz
 			if fm.kind == kindXZ {
-				out = xz
+				out = xzData
 			}
 			dst := out[fm.off : fm.off+fm.size]
 			if fm.data != nil {
@@ -379,7 +370,7 @@ func assemble(chunks []chunk, c *Cache, xzHead, plain []byte) (gz, xz []byte, ok
 				if fm.cached && fm.data == nil {
 					out := gz
 					if fm.kind == kindXZ {
-						out = xz
+						out = xzData
 					}
 					fm.data = slices.Clone(out[fm.off : fm.off+fm.size])
 				}
@@ -387,21 +378,7 @@ func assemble(chunks []chunk, c *Cache, xzHead, plain []byte) (gz, xz []byte, ok
 		}
 		return nil, nil, false, nil
 	}
-	return gz, finishXZ(xz, len(xzHead)-xzHeaderSize, len(plain), plainCRC(chunks, gz, plain)), true, nil
-}
-
-// xzTailBound is the most finishXZ appends: the end marker, padding, check, an index of one
-// block and the stream footer.
-const xzTailBound = 8 + 4 + 1 + 1 + 2*10 + 3 + 4 + xzHeaderSize
-
-// finishXZ ends the block of the stream xz (its headers, the block header hdr bytes long,
-// and the chunks' LZMA2 data) of a plain index of size bytes whose CRC-32 is crc, and
-// appends the stream index and footer.
-func finishXZ(xz []byte, hdr, size int, crc uint32) []byte {
-	lz := len(xz) - xzHeaderSize - hdr
-	xz = append(xz, xzBlockEnd(hdr, lz, crc)...)
-	block := xzBlock{unpadded: uint64(hdr + lz + 1 + xzCheckSize), uncompressed: uint64(size)}
-	return append(xz, xzIndexAndFooter([]xzBlock{block})...)
+	return gz, finishXZ(xzData, len(xzHead)-xz.HeaderSize, len(plain), plainCRC(chunks, gz, plain)), true, nil
 }
 
 // parallel runs fn(0..n-1) on all cores and returns the first error.

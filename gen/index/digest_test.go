@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"crypto/md5"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/armor-apt/armor/gen/xz"
 )
 
 // wholeDigests hashes data whole, independently of the code under test.
@@ -34,17 +37,17 @@ func sizes(f *Files) (total, xzTail int64) {
 	for _, d := range f.Digests {
 		total += d.Size
 	}
-	footer := f.Xz[len(f.Xz)-xzHeaderSize:]
+	footer := f.Xz[len(f.Xz)-xz.HeaderSize:]
 	backward := int64(footer[4]) | int64(footer[5])<<8 | int64(footer[6])<<16 | int64(footer[7])<<24
-	index := f.Xz[len(f.Xz)-xzHeaderSize-int((backward+1)*4):]
+	index := f.Xz[len(f.Xz)-xz.HeaderSize-int((backward+1)*4):]
 	if index[1] == 0 { // no block
 		return total, int64(len(index))
 	}
-	unpadded, _, err := readVLI(index[2:])
-	if err != nil {
-		panic(err)
+	unpadded, n := binary.Uvarint(index[2:]) // an xz VLI is a uvarint
+	if n <= 0 {
+		panic("bad index")
 	}
-	lzEnd := xzHeaderSize + int64(unpadded) - xzCheckSize - 1
+	lzEnd := xz.HeaderSize + int64(unpadded) - xz.CheckSize - 1
 	return total, int64(len(f.Xz)) - lzEnd
 }
 

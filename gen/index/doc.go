@@ -10,8 +10,9 @@
 // their plain bytes (and of the previous chunk's, for the LZMA2 data). Packages.gz is the
 // concatenation of the members; Packages.xz is one xz stream of one block holding the
 // LZMA2 data of every chunk in turn, with the block's end, index and footer written
-// afresh. A change recompresses the changed chunks' gzip members and the LZMA2 data of
-// the changed chunks and of the chunk after each. apt 2.6 accepts both.
+// afresh (xzform.go, with the encoder and the container of gen/xz). A change recompresses
+// the changed chunks' gzip members and the LZMA2 data of the changed chunks and of the
+// chunk after each. apt 2.6 accepts both.
 //
 // Build also returns the size, MD5 and SHA-256 of each form, as Release lists them.
 // The cache keeps, per index name, the hash states at every chunk boundary of the last

@@ -9,8 +9,8 @@ import (
 	"io"
 	"sync"
 
+	"github.com/armor-apt/armor/gen/xz"
 	"github.com/klauspost/compress/gzip"
-	"github.com/ulikunitz/xz/lzma"
 )
 
 // SeedStats says what Seed took from the published files of one index.
@@ -408,30 +408,30 @@ func readSame(r io.Reader, want, buf []byte) (int, error) {
 // findSegments lists the chunks' LZMA2 data in the block of the xz stream that hold
 // exactly one chunk lacking its entry. The stream must be laid out as Build writes it:
 // its headers, the end of its block, its index and footer byte for byte as Build would
-// write them for the plain index, and its LZMA2 data cut into chunks as splitLZMA2 says.
+// write them for the plain index, and its LZMA2 data cut into chunks as xz.SplitLZMA2 says.
 func (s *seeder) findSegments(b []byte) {
 	f := &s.xz
-	lz, off, err := parseXZStream(b, xzHeadOf(s.chunks, len(s.plain), s.ck), s.plain)
+	lz, off, err := xz.ParseStream(b, xzHeadOf(s.chunks, len(s.plain), s.ck), s.plain)
 	if err != nil {
 		f.fail("%v", err)
 		return
 	}
-	segs, err := splitLZMA2(lz)
+	segs, err := xz.SplitLZMA2(lz)
 	if err != nil {
 		f.fail("%v", err)
 		return
 	}
 	pos := 0
 	for _, sg := range segs {
-		if sg.size > len(s.plain)-pos {
+		if sg.Size > len(s.plain)-pos {
 			f.fail("LZMA2 chunks hold more than the plain index's %d bytes", len(s.plain))
 			return
 		}
-		if i, ok := s.chunkAt(pos, sg.size); ok && !f.present[i] {
-			f.found = append(f.found, seedEntry{kind: kindXZ, chunk: i, payload: lz[sg.start:sg.end:sg.end],
-				aux: uint64(sg.size), off: off + sg.start})
+		if i, ok := s.chunkAt(pos, sg.Size); ok && !f.present[i] {
+			f.found = append(f.found, seedEntry{kind: kindXZ, chunk: i, payload: lz[sg.Start:sg.End:sg.End],
+				aux: uint64(sg.Size), off: off + sg.Start})
 		}
-		pos += sg.size
+		pos += sg.Size
 	}
 	if pos != len(s.plain) {
 		f.fail("LZMA2 chunks hold %d bytes, the plain index %d", pos, len(s.plain))
@@ -449,57 +449,11 @@ func (s *seeder) checkSegment(i int) {
 		s.xz.ok[i] = true
 		return
 	}
-	if err := checkLZMA2Chunk(e.payload, s.plain[ch.prevOff:ch.off+ch.size], ch.off-ch.prevOff); err != nil {
+	if err := xz.CheckLZMA2(e.payload, s.plain[ch.prevOff:ch.off+ch.size], ch.off-ch.prevOff); err != nil {
 		s.xz.fail("LZMA2 data at offset %d: %v", e.off, err)
 		return
 	}
 	s.xz.ok[i] = true
-}
-
-// checkLZMA2Chunk checks that lz, the LZMA2 data of one chunk as splitLZMA2 cut it out,
-// decodes to plain[start:] when plain[:start] alone is in the dictionary, so that it may
-// follow plain[:start] in any block. The decoder is given plain[:start] as uncompressed
-// LZMA2 chunks, then lz with its first control byte asking for the properties the
-// uncompressed chunks did not set (0xc0 instead of 0xa0), then an end marker. A match
-// reaching before plain[:start] fails the decoder's distance check.
-func checkLZMA2Chunk(lz, plain []byte, start int) error {
-	in := make([]byte, 0, start+start/(1<<16)*3+3+len(lz)+2)
-	for p := plain[:start]; len(p) > 0; {
-		n := min(len(p), 1<<16)
-		ctl := byte(0x02) // uncompressed, no dictionary reset
-		if len(in) == 0 {
-			ctl = 0x01
-		}
-		in = append(in, ctl, byte((n-1)>>8), byte(n-1))
-		in = append(in, p[:n]...)
-		p = p[n:]
-	}
-	switch {
-	case start == 0:
-		in = append(in, lz...)
-	case len(lz) < 5:
-		return errors.New("lzma2: truncated chunk header")
-	default:
-		in = append(in, lz[0]&0x1f|0xc0, lz[1], lz[2], lz[3], lz[4], lzmaProps)
-		in = append(in, lz[5:]...)
-	}
-	in = append(in, 0x00)
-	_, dictCap := dictSizeByte(len(plain))
-	br := bytes.NewReader(in)
-	r, err := lzma.Reader2Config{DictCap: dictCap}.NewReader2(br)
-	if err != nil {
-		return fmt.Errorf("lzma2: %w", err)
-	}
-	n, err := readSame(r, plain, make([]byte, 32<<10))
-	switch {
-	case err != nil:
-		return fmt.Errorf("lzma2: %w", err)
-	case n != len(plain):
-		return fmt.Errorf("decompresses to %d bytes, its chunk has %d", n-start, len(plain)-start)
-	case br.Len() != 0:
-		return fmt.Errorf("lzma2: %d bytes after the end of its data", br.Len())
-	}
-	return nil
 }
 
 // sample compresses afresh one chunk of the entries of f found intact, and drops them all

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armor-apt/armor/gen/xz"
+
 	kgzip "github.com/klauspost/compress/gzip"
 )
 
@@ -193,7 +195,7 @@ func TestSeedSkipsWhatDoesNotMatch(t *testing.T) {
 	otherCut := mustBuild(t, base, nil, chunking{min: 2 << 10, avg: 8 << 10, max: 32 << 10})
 	flip := func(b []byte, at int) []byte { b = slices.Clone(b); b[at] ^= 0x40; return b }
 	segs := xzSegmentsOf(t, parent, small)
-	check := len(parent.Xz) - xzHeaderSize - 12 - 1 // last byte of the block's check
+	check := len(parent.Xz) - xz.HeaderSize - 12 - 1 // last byte of the block's check
 	tests := []struct {
 		name            string
 		in              *Files // the files seeded; nil fields are parent's
@@ -220,9 +222,9 @@ func TestSeedSkipsWhatDoesNotMatch(t *testing.T) {
 			gzMin: chunks, gzMax: chunks, xzMin: chunks - 1, xzMax: chunks - 1, xzWhy: "LZMA2 data at offset"},
 		{name: "xz block check flipped", in: &Files{Xz: flip(parent.Xz, check)},
 			gzMin: chunks, gzMax: chunks, xzWhy: "check of the plain index"},
-		{name: "xz block header flipped", in: &Files{Xz: flip(parent.Xz, xzHeaderSize+4)},
+		{name: "xz block header flipped", in: &Files{Xz: flip(parent.Xz, xz.HeaderSize+4)},
 			gzMin: chunks, gzMax: chunks, xzWhy: "block header"},
-		{name: "xz index flipped", in: &Files{Xz: flip(parent.Xz, len(parent.Xz)-xzHeaderSize-6)},
+		{name: "xz index flipped", in: &Files{Xz: flip(parent.Xz, len(parent.Xz)-xz.HeaderSize-6)},
 			gzMin: chunks, gzMax: chunks, xzWhy: "index"},
 		{name: "truncated xz", in: &Files{Xz: parent.Xz[:len(parent.Xz)-1]},
 			gzMin: chunks, gzMax: chunks, xzWhy: "not an xz stream"},
@@ -382,17 +384,17 @@ func xzSegmentsOf(t testing.TB, f *Files, ck chunking) []int {
 	t.Helper()
 	stanzas := splitStanzas(t, f.Plain)
 	chunks, total := layout(stanzas, ck.cut(stanzas, mustHashes(t, stanzas)))
-	lz, off, err := parseXZStream(f.Xz, xzHeadOf(chunks, total, ck), f.Plain)
+	lz, off, err := xz.ParseStream(f.Xz, xzHeadOf(chunks, total, ck), f.Plain)
 	if err != nil {
 		t.Fatal(err)
 	}
-	segs, err := splitLZMA2(lz)
+	segs, err := xz.SplitLZMA2(lz)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var offs []int
 	for _, sg := range segs {
-		offs = append(offs, off+sg.start)
+		offs = append(offs, off+sg.Start)
 	}
 	return append(offs, off+len(lz))
 }
@@ -444,9 +446,9 @@ func rexzOtherSettings(t testing.TB, stanzas [][]byte, ck chunking) []byte {
 	f := mustBuild(t, stanzas, nil, ck)
 	chunks, total := layout(stanzas, ck.cut(stanzas, mustHashes(t, stanzas)))
 	out := xzHeadOf(chunks, total, ck)
-	hdr := len(out) - xzHeaderSize
+	hdr := len(out) - xz.HeaderSize
 	for _, ch := range chunks {
-		out = append(out, compressLZMA2Chunks(f.Plain[ch.prevOff:ch.off+ch.size], ch.off-ch.prevOff, 4, 8)...)
+		out = append(out, xz.EncodeLZMA2(f.Plain[ch.prevOff:ch.off+ch.size], ch.off-ch.prevOff, xz.Effort{Depth: 4, Nice: 8})...)
 	}
 	return finishXZ(out, hdr, len(f.Plain), crc32.ChecksumIEEE(f.Plain))
 }
@@ -459,13 +461,13 @@ func rexzTwoBack(t testing.TB, stanzas [][]byte, ck chunking) []byte {
 	f := mustBuild(t, stanzas, nil, ck)
 	chunks, total := layout(stanzas, ck.cut(stanzas, mustHashes(t, stanzas)))
 	out := xzHeadOf(chunks, total, ck)
-	hdr := len(out) - xzHeaderSize
+	hdr := len(out) - xz.HeaderSize
 	for i, ch := range chunks {
 		from := ch.prevOff
 		if i > 1 {
 			from = chunks[i-2].off
 		}
-		out = append(out, compressLZMA2Chunks(f.Plain[from:ch.off+ch.size], ch.off-from, lzDepth, lzNice)...)
+		out = append(out, xz.EncodeLZMA2(f.Plain[from:ch.off+ch.size], ch.off-from, xz.DefaultEffort)...)
 	}
 	out = finishXZ(out, hdr, len(f.Plain), crc32.ChecksumIEEE(f.Plain))
 	sameBytes(t, "xz -dc of two-back chunks", run(t, out, "xz", "-dc"), f.Plain)
@@ -526,7 +528,7 @@ func checkEntries(t testing.TB, dir string, want map[string]wantEntry, strict bo
 		}
 		if kind == kindGzip {
 			sameBytes(t, name+" gunzipped", gunzipGo(t, payload), w.plain)
-		} else if err := checkLZMA2Chunk(payload, w.plain, w.start); err != nil {
+		} else if err := xz.CheckLZMA2(payload, w.plain, w.start); err != nil {
 			t.Errorf("entry %s: %v", name, err)
 		}
 		if strict {
@@ -554,9 +556,9 @@ func FuzzSeed(f *testing.F) {
 	f.Add(parent.Gzip[:len(parent.Gzip)/2], parent.Xz[:len(parent.Xz)-4])
 	f.Add(parent.Xz, parent.Gzip)
 	f.Add([]byte{}, []byte{})
-	f.Add(gzipHeader(), xzStreamHeader())
-	f.Add(append(slices.Clone(parent.Gzip), parent.Gzip...), append(xzStreamHeader(), xzIndexAndFooter([]xzBlock{{unpadded: 1 << 62}})...))
-	huge := binary.AppendUvarint(append(xzStreamHeader(), 0), 1<<62)
+	f.Add(gzipHeader(), xz.StreamHeader())
+	f.Add(append(slices.Clone(parent.Gzip), parent.Gzip...), append(xz.StreamHeader(), xz.IndexAndFooter([]xz.Block{{Unpadded: 1 << 62}})...))
+	huge := binary.AppendUvarint(append(xz.StreamHeader(), 0), 1<<62)
 	f.Add(parent.Gzip, append(huge, make([]byte, 12)...))
 	f.Fuzz(func(t *testing.T, gz, xz []byte) {
 		dir := t.TempDir()

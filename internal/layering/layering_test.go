@@ -42,6 +42,12 @@ var rules = []rule{
 		why:   "the store seam imports no other armor package",
 	},
 	{
+		from:  []string{"gen/xz"},
+		deny:  []string{"..."},
+		allow: []string{"gen/xz"},
+		why:   "the xz codec stands alone beside its user, gen/index: it knows nothing of indexes or Debian",
+	},
+	{
 		from: []string{"debian/..."},
 		deny: []string{"gen/...", "publish/...", "store/...", "controld/...", "edged/...", "cli/..."},
 		why:  "the Debian and OpenPGP formats are neutral ground: they neither build, push nor serve",
@@ -198,6 +204,7 @@ func TestRulesCatch(t *testing.T) {
 		{"controld imports the builder", "controld", []string{"gen", "gen/index"}, 2},
 		{"controld imports publish", "controld", []string{"publish"}, 1},
 		{"edged imports the builder", "edged", []string{"gen"}, 1},
+		{"the codec imports index assembly", "gen/xz", []string{"gen/index", "debian/release"}, 2},
 		{"controld verifies with the formats", "controld", []string{"debian/sign", "debian/release", "manifest", "store"}, 0},
 		{"edged reads the formats", "edged", []string{"debian/release", "controld/api"}, 0},
 		{"the formats import the builder", "debian/deb", []string{"gen/index"}, 1},

@@ -1,4 +1,4 @@
-package index
+package xz
 
 // An LZMA2 encoder with an optimal parser, for the xz block of Packages.xz. Packages text
 // owes most of what xz -6 gains over a greedy encoder to optimal parsing: every position
@@ -10,266 +10,27 @@ package index
 //
 // The format is LZMA2 (https://tukaani.org/xz/xz-file-format.txt and liblzma): chunks of
 // at most 2 MiB of input and 64 KiB of range-coded output, the first of a stream resetting
-// the dictionary and state and giving the properties, the first of each of armor's chunks
-// after it resetting the state only, the others continuing them, then an end marker.
+// the dictionary and state and giving the properties, the first of each later call's
+// output resetting the state only, the others continuing them, then an end marker.
 
 import (
 	"encoding/binary"
-	"math"
 	"math/bits"
+	"slices"
 )
 
-type lzProb = uint16
-
-type lzRangeEnc struct {
-	low       uint64
-	rng       uint32
-	cache     byte
-	cacheSize int64
-	out       []byte
-}
-
-func (r *lzRangeEnc) reset() {
-	r.low, r.rng, r.cache, r.cacheSize, r.out = 0, 0xFFFFFFFF, 0, 1, r.out[:0]
-}
-
-func (r *lzRangeEnc) shiftLow() {
-	if uint32(r.low) < 0xFF000000 || r.low>>32 != 0 {
-		carry := byte(r.low >> 32)
-		temp := r.cache
-		for {
-			r.out = append(r.out, temp+carry)
-			temp = 0xFF
-			r.cacheSize--
-			if r.cacheSize == 0 {
-				break
-			}
-		}
-		r.cache = byte(uint32(r.low) >> 24)
-	}
-	r.cacheSize++
-	r.low = uint64(uint32(r.low) << 8)
-}
-
-func (r *lzRangeEnc) bit(p *lzProb, b uint32) {
-	bound := (r.rng >> 11) * uint32(*p)
-	if b == 0 {
-		r.rng = bound
-		*p += (2048 - *p) >> 5
-	} else {
-		r.low += uint64(bound)
-		r.rng -= bound
-		*p -= *p >> 5
-	}
-	for r.rng < 1<<24 {
-		r.rng <<= 8
-		r.shiftLow()
-	}
-}
-
-func (r *lzRangeEnc) direct(v uint32, n int) {
-	for n > 0 {
-		n--
-		r.rng >>= 1
-		if (v>>n)&1 == 1 {
-			r.low += uint64(r.rng)
-		}
-		for r.rng < 1<<24 {
-			r.rng <<= 8
-			r.shiftLow()
-		}
-	}
-}
-
-func (r *lzRangeEnc) flush() {
-	for range 5 {
-		r.shiftLow()
-	}
-}
-
-func (r *lzRangeEnc) pending() int { return len(r.out) + int(r.cacheSize) + 5 }
-
-func (r *lzRangeEnc) tree(probs []lzProb, n int, sym uint32) {
-	m := uint32(1)
-	for i := n - 1; i >= 0; i-- {
-		b := (sym >> i) & 1
-		r.bit(&probs[m], b)
-		m = m<<1 | b
-	}
-}
-
-func (r *lzRangeEnc) reverse(probs []lzProb, off int, n int, sym uint32) {
-	m := uint32(1)
-	for range n {
-		b := sym & 1
-		sym >>= 1
-		r.bit(&probs[off+int(m)], b)
-		m = m<<1 | b
-	}
-}
-
-type lzLenModel struct {
-	choice, choice2 lzProb
-	low, mid        [16][8]lzProb
-	high            [256]lzProb
-}
-
-func (l *lzLenModel) init() {
-	l.choice, l.choice2 = 1024, 1024
-	for i := range l.low {
-		for j := range l.low[i] {
-			l.low[i][j], l.mid[i][j] = 1024, 1024
-		}
-	}
-	for i := range l.high {
-		l.high[i] = 1024
-	}
-}
-
-func (r *lzRangeEnc) encLen(l *lzLenModel, v uint32, ps int) {
-	switch {
-	case v < 8:
-		r.bit(&l.choice, 0)
-		r.tree(l.low[ps][:], 3, v)
-	case v < 16:
-		r.bit(&l.choice, 1)
-		r.bit(&l.choice2, 0)
-		r.tree(l.mid[ps][:], 3, v-8)
-	default:
-		r.bit(&l.choice, 1)
-		r.bit(&l.choice2, 1)
-		r.tree(l.high[:], 8, v-16)
-	}
-}
-
-type lzModel struct {
-	isMatch                          [12][16]lzProb
-	isRep, isRepG0, isRepG1, isRepG2 [12]lzProb
-	isRep0Long                       [12][16]lzProb
-	lit                              []lzProb
-	posSlot                          [4][64]lzProb
-	posSpecial                       [114]lzProb
-	align                            [16]lzProb
-	lenM, repLenM                    lzLenModel
-}
-
-func lzFill(p []lzProb) {
-	for i := range p {
-		p[i] = 1024
-	}
-}
-
-func (m *lzModel) init() {
-	for i := range 12 {
-		lzFill(m.isMatch[i][:])
-		lzFill(m.isRep0Long[i][:])
-	}
-	lzFill(m.isRep[:])
-	lzFill(m.isRepG0[:])
-	lzFill(m.isRepG1[:])
-	lzFill(m.isRepG2[:])
-	if m.lit == nil {
-		m.lit = make([]lzProb, 0x300<<(lzmaLC+lzmaLP))
-	}
-	lzFill(m.lit)
-	for i := range 4 {
-		lzFill(m.posSlot[i][:])
-	}
-	lzFill(m.posSpecial[:])
-	lzFill(m.align[:])
-	m.lenM.init()
-	m.repLenM.init()
-}
-
-// lzPriceTab is the price, in 1/16 bit, of coding a bit whose probability (out of 2048) is
-// in each 1/128 of the range: -log2 of the probability in the middle of that range.
-var lzPriceTab = func() (t [128]uint32) {
-	for i := range t {
-		p := (float64(i<<4) + 8) / 2048
-		t[i] = uint32(math.Round(-math.Log2(p) * 16))
-	}
-	return t
-}()
-
-func lzBitPrice(p lzProb, b uint32) uint32 {
-	return lzPriceTab[(uint32(p)^(-b&0x7FF))>>4]
-}
-
-func lzTreePrice(probs []lzProb, n int, sym uint32) uint32 {
-	price := uint32(0)
-	m := uint32(1)
-	for i := n - 1; i >= 0; i-- {
-		b := (sym >> i) & 1
-		price += lzBitPrice(probs[m], b)
-		m = m<<1 | b
-	}
-	return price
-}
-
-func lzReversePrice(probs []lzProb, off, n int, sym uint32) uint32 {
-	price := uint32(0)
-	m := uint32(1)
-	for range n {
-		b := sym & 1
-		sym >>= 1
-		price += lzBitPrice(probs[off+int(m)], b)
-		m = m<<1 | b
-	}
-	return price
-}
-
-func lzDistSlot(d uint32) uint32 {
-	if d < 4 {
-		return d
-	}
-	n := uint32(bits.Len32(d)) - 1
-	return 2*n + (d>>(n-1))&1
-}
-
-func lzLitNext(s int) int {
-	switch {
-	case s < 4:
-		return 0
-	case s < 10:
-		return s - 3
-	}
-	return s - 6
-}
-func lzMatchNext(s int) int {
-	if s < 7 {
-		return 7
-	}
-	return 10
-}
-func lzRepNext(s int) int {
-	if s < 7 {
-		return 8
-	}
-	return 11
-}
-func lzShortRepNext(s int) int {
-	if s < 7 {
-		return 9
-	}
-	return 11
-}
-
-// LZMA properties: 4 literal context bits, no literal or match position bits. Without
+// The LZMA properties: 4 literal context bits, no literal or match position bits. Without
 // position bits a chunk's LZMA2 data does not depend on its offset in the stream (which an
-// insertion shifts by any amount), and on Debian's Packages, chunks primed by the chunk
-// before them, lc=3 pb=2 (xz's defaults; offsets fixed for the measurement) gave 1.141
-// times xz -6, lc=3 pb=0 1.139 and lc=4 pb=0 1.137. Then the longest match, the hash table size of the match finder, and how
-// far it searches: lzDepth candidates per position, stopping at a match of lzNice bytes.
-// Measured on a 10 MB piece of Debian's Packages in 128 KiB blocks, against xz -6 of the
-// same blocks: depth 32 and nice 64 gave 1.005 times its size at 3.5 MB/s of CPU; depth 16
-// and nice 32 1.016 times at 5.1 MB/s; depth 16 and nice 16 1.041 times at 6.3 MB/s.
+// insertion shifts by any amount); docs/benchmarks.md has the measurements that chose lc=4
+// and DefaultEffort. Then the longest match and the hash table size of the match finder.
 const (
 	lzmaLC, lzmaLP, lzmaPB = 4, 0, 0
-	lzmaProps              = (lzmaPB*5+lzmaLP)*9 + lzmaLC
-	lzDepth, lzNice        = 16, 32
 	lzMaxLen               = 273
 	lzHashBits             = 16
 )
+
+// Props is the LZMA properties byte of the data EncodeLZMA2 writes.
+const Props = (lzmaPB*5+lzmaLP)*9 + lzmaLC
 
 type lzOp struct {
 	kind int // 0 lit, 1 shortrep, 2 rep, 3 lzMatch
@@ -512,24 +273,7 @@ func (e *lzEncoder) parse(pos int) []lzOp {
 	stop := -1
 	for i := 0; ; i++ {
 		if i > 0 {
-			n := &opt[i]
-			p := &opt[n.prev]
-			n.reps = p.reps
-			switch n.o.kind {
-			case 0:
-				n.state = lzLitNext(p.state)
-			case 1:
-				n.state = lzShortRepNext(p.state)
-			case 2:
-				n.state = lzRepNext(p.state)
-				r := n.o.back
-				d := n.reps[r]
-				copy(n.reps[1:r+1], p.reps[:r])
-				n.reps[0] = d
-			case 3:
-				n.state = lzMatchNext(p.state)
-				n.reps = [4]uint32{n.o.back, p.reps[0], p.reps[1], p.reps[2]}
-			}
+			opt[i].follow(&opt[opt[i].prev])
 			if i == end || i >= limit {
 				stop = i
 				break
@@ -595,14 +339,36 @@ func (e *lzEncoder) parse(pos int) []lzOp {
 			break
 		}
 	}
-	// backtrack
+	return backtrack(opt, stop)
+}
+
+// follow sets the coder's state and repeated distances at n, reached from p by n.o.
+func (n *lzNode) follow(p *lzNode) {
+	n.reps = p.reps
+	switch n.o.kind {
+	case 0:
+		n.state = lzLitNext(p.state)
+	case 1:
+		n.state = lzShortRepNext(p.state)
+	case 2:
+		n.state = lzRepNext(p.state)
+		r := n.o.back
+		d := n.reps[r]
+		copy(n.reps[1:r+1], p.reps[:r])
+		n.reps[0] = d
+	case 3:
+		n.state = lzMatchNext(p.state)
+		n.reps = [4]uint32{n.o.back, p.reps[0], p.reps[1], p.reps[2]}
+	}
+}
+
+// backtrack returns the ops of the cheapest path to opt[stop], first to last.
+func backtrack(opt []lzNode, stop int) []lzOp {
 	var ops []lzOp
 	for j := stop; j > 0; j = int(opt[j].prev) {
 		ops = append(ops, opt[j].o)
 	}
-	for a, b := 0, len(ops)-1; a < b; a, b = a+1, b-1 {
-		ops[a], ops[b] = ops[b], ops[a]
-	}
+	slices.Reverse(ops)
 	return ops
 }
 
@@ -688,15 +454,24 @@ func (e *lzEncoder) encode(pos int, o lzOp) {
 	}
 }
 
-// compressLZMA2Chunks returns the LZMA2 chunks (without an end marker) of data[start:]
+// Effort bounds the match finder: it looks at Depth candidates per position, and stops
+// at a match of Nice bytes. More of either compresses better and slower.
+type Effort struct{ Depth, Nice int }
+
+// DefaultEffort is the effort armor compresses Packages.xz with (docs/benchmarks.md has
+// the measurements behind it).
+var DefaultEffort = Effort{Depth: 16, Nice: 32}
+
+// EncodeLZMA2 returns the LZMA2 chunks (without an end marker) of data[start:]
 // compressed with data[:start] as the dictionary already decoded: matches may refer back
 // into it, and into nothing before it. With start 0 the first chunk resets the dictionary
-// and gives the properties (control byte 0xe0); otherwise it resets the state only (0xa0),
-// so the output depends on data alone, not on what the decoder saw before data[:start].
-// The LZMA position bits are 0 (lzmaPB), so neither does it depend on where data sits in
-// the stream.
-func compressLZMA2Chunks(data []byte, start, depth, nice int) []byte {
-	e := newLZEncoder(data, depth, nice)
+// and gives the properties (control byte 0xe0, then Props); otherwise it resets the state
+// only (0xa0), so the output depends on data alone, not on what the decoder saw before
+// data[:start]. The LZMA position bits are 0, so neither does it depend on where data sits
+// in the stream: the outputs of several calls can follow one another in one block, each
+// call's data continuing the one before. The output is a function of its arguments only.
+func EncodeLZMA2(data []byte, start int, eff Effort) []byte {
+	e := newLZEncoder(data, eff.Depth, eff.Nice)
 	var out []byte
 	pos := start
 	first := true
@@ -733,7 +508,7 @@ func compressLZMA2Chunks(data []byte, start, depth, nice int) []byte {
 		}
 		out = append(out, ctl|byte(unc>>16), byte(unc>>8), byte(unc), byte(comp>>8), byte(comp))
 		if ctl == 0xE0 {
-			out = append(out, lzmaProps)
+			out = append(out, Props)
 		}
 		first = false
 		out = append(out, e.rc.out...)

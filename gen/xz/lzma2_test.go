@@ -1,4 +1,4 @@
-package index
+package xz
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/ulikunitz/xz/lzma"
 )
 
@@ -24,7 +25,7 @@ func lzma2Inputs() map[string][]byte {
 		random[i] = byte(r.Uint32())
 	}
 	var text bytes.Buffer
-	for _, s := range synthStanzas(1500, 2) {
+	for _, s := range synth.Stanzas(1500, 2) {
 		text.Write(s)
 		text.WriteByte('\n')
 	}
@@ -46,11 +47,11 @@ func decodeLZMA2(lz []byte, size int) ([]byte, error) {
 	if len(lz) == 0 || lz[len(lz)-1] != 0 {
 		return nil, errors.New("no end marker")
 	}
-	segs, err := splitLZMA2(lz[:len(lz)-1])
+	segs, err := SplitLZMA2(lz[:len(lz)-1])
 	if err != nil {
 		return nil, err
 	}
-	if len(segs) > 1 || len(segs) == 1 && segs[0].size != size {
+	if len(segs) > 1 || len(segs) == 1 && segs[0].Size != size {
 		return nil, fmt.Errorf("chunk headers %+v, want one chunk of %d bytes", segs, size)
 	}
 	r, err := lzma.Reader2Config{DictCap: max(size, 4096)}.NewReader2(bytes.NewReader(lz))
@@ -65,8 +66,8 @@ func decodeLZMA2(lz []byte, size int) ([]byte, error) {
 func TestLZMA2RoundTrip(t *testing.T) {
 	for name, in := range lzma2Inputs() {
 		t.Run(name, func(t *testing.T) {
-			lz := compressLZMA2(in, lzDepth, lzNice)
-			if again := compressLZMA2(in, lzDepth, lzNice); !bytes.Equal(lz, again) {
+			lz := compressLZMA2(in)
+			if again := compressLZMA2(in); !bytes.Equal(lz, again) {
 				t.Fatal("two encodings of the same input differ")
 			}
 			got, err := decodeLZMA2(lz, len(in))
@@ -98,7 +99,7 @@ func TestXZBlockNearXZ6(t *testing.T) {
 	if err != nil {
 		t.Fatalf("xz -6 (install xz-utils): %v", err)
 	}
-	lz := compressLZMA2(text, lzDepth, lzNice)
+	lz := compressLZMA2(text)
 	ratio := float64(len(lz)) / float64(len(ref))
 	t.Logf("%d bytes of Packages text: %d bytes, xz -6 %d (%.3f times)", len(text), len(lz), len(ref), ratio)
 	if ratio > 1.10 {
@@ -107,7 +108,7 @@ func TestXZBlockNearXZ6(t *testing.T) {
 }
 
 // primedRaw returns raw LZMA2 data decoding to before and plain: before and plain[:start]
-// as uncompressed chunks, then the chunks compressLZMA2Chunks writes of plain[start:] after
+// as uncompressed chunks, then the chunks EncodeLZMA2 writes of plain[start:] after
 // plain[:start], then an end marker, as it sits in a block after other chunks' data.
 func primedRaw(before, plain []byte, start int) []byte {
 	var out []byte
@@ -120,10 +121,10 @@ func primedRaw(before, plain []byte, start int) []byte {
 		out = append(append(out, ctl, byte((n-1)>>8), byte(n-1)), p[:n]...)
 		p = p[n:]
 	}
-	lz := compressLZMA2Chunks(plain, start, lzDepth, lzNice)
+	lz := EncodeLZMA2(plain, start, DefaultEffort)
 	if start > 0 && len(lz) > 0 {
 		// After uncompressed chunks the first LZMA chunk must set the properties.
-		lz = append([]byte{lz[0]&0x1f | 0xc0, lz[1], lz[2], lz[3], lz[4], lzmaProps}, lz[5:]...)
+		lz = append([]byte{lz[0]&0x1f | 0xc0, lz[1], lz[2], lz[3], lz[4], Props}, lz[5:]...)
 	}
 	return append(append(out, lz...), 0)
 }
@@ -139,15 +140,15 @@ func TestLZMA2PrimedRoundTrip(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			start := len(in) / 3
-			lz := compressLZMA2Chunks(in, start, lzDepth, lzNice)
+			lz := EncodeLZMA2(in, start, DefaultEffort)
 			if lz[0]&0xe0 != 0xa0 {
 				t.Errorf("control byte %#x, want a state reset (0xa0)", lz[0])
 			}
-			if again := compressLZMA2Chunks(in, start, lzDepth, lzNice); !bytes.Equal(lz, again) {
+			if again := EncodeLZMA2(in, start, DefaultEffort); !bytes.Equal(lz, again) {
 				t.Fatal("two encodings of the same input differ")
 			}
-			if err := checkLZMA2Chunk(lz, in, start); err != nil {
-				t.Fatalf("Seed's check: %v", err)
+			if err := CheckLZMA2(lz, in, start); err != nil {
+				t.Fatalf("CheckLZMA2: %v", err)
 			}
 			// Whatever the decoder holds before the previous chunk, even more than a
 			// 64 KiB LZMA2 chunk of it, the data decodes the same.
@@ -158,7 +159,9 @@ func TestLZMA2PrimedRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatalf("xz -d (install xz-utils): %v", err)
 				}
-				sameBytes(t, "xz -d", got, append(slices.Clone(before), in...))
+				if want := append(slices.Clone(before), in...); !bytes.Equal(got, want) {
+					t.Errorf("xz -d: got %d bytes, want %d", len(got), len(want))
+				}
 			}
 		})
 	}
@@ -169,7 +172,7 @@ func FuzzLZMA2RoundTrip(f *testing.F) {
 		f.Add(in[:min(len(in), 4096)], uint16(len(in)/3))
 	}
 	f.Fuzz(func(t *testing.T, in []byte, start uint16) {
-		lz := compressLZMA2(in, lzDepth, lzNice)
+		lz := compressLZMA2(in)
 		got, err := decodeLZMA2(lz, len(in))
 		if err != nil || !bytes.Equal(got, in) {
 			t.Fatalf("%s", fmt.Sprintf("decodes %d bytes of %d (%v)", len(got), len(in), err))
@@ -178,7 +181,7 @@ func FuzzLZMA2RoundTrip(f *testing.F) {
 		if at == len(in) {
 			return // a chunk is never empty
 		}
-		if err := checkLZMA2Chunk(compressLZMA2Chunks(in, at, lzDepth, lzNice), in, at); err != nil {
+		if err := CheckLZMA2(EncodeLZMA2(in, at, DefaultEffort), in, at); err != nil {
 			t.Fatalf("after %d bytes: %v", at, err)
 		}
 	})
@@ -189,30 +192,30 @@ func FuzzLZMA2RoundTrip(f *testing.F) {
 // the first resetting the dictionary, each segment starting with a state reset.
 func FuzzSplitLZMA2(f *testing.F) {
 	text := lzma2Inputs()["text"][:20<<10]
-	lz := compressLZMA2Chunks(text[:8<<10], 0, lzDepth, lzNice)
-	lz = append(lz, compressLZMA2Chunks(text, 8<<10, lzDepth, lzNice)...)
+	lz := EncodeLZMA2(text[:8<<10], 0, DefaultEffort)
+	lz = append(lz, EncodeLZMA2(text, 8<<10, DefaultEffort)...)
 	f.Add(lz)
-	f.Add(compressLZMA2Chunks(lzma2Inputs()["random"][:100<<10], 0, lzDepth, lzNice))
+	f.Add(EncodeLZMA2(lzma2Inputs()["random"][:100<<10], 0, DefaultEffort))
 	f.Add([]byte{})
 	f.Add([]byte{0xe0, 0, 0, 0, 0})
 	f.Add([]byte{0xa0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, lz []byte) {
-		segs, err := splitLZMA2(lz)
+		segs, err := SplitLZMA2(lz)
 		if err != nil {
-			if !errors.Is(err, errLZMA2) {
-				t.Fatalf("error %v does not wrap errLZMA2", err)
+			if !errors.Is(err, ErrLZMA2) {
+				t.Fatalf("error %v does not wrap ErrLZMA2", err)
 			}
 			return
 		}
 		at := 0
 		for i, sg := range segs {
-			if sg.start != at || sg.end <= sg.start || sg.size <= 0 {
+			if sg.Start != at || sg.End <= sg.Start || sg.Size <= 0 {
 				t.Fatalf("segment %d %+v after %d", i, sg, at)
 			}
-			if want := byte(0xa0); i == 0 && lz[0]&0xe0 != 0xe0 || i > 0 && lz[sg.start]&0xe0 != want {
-				t.Fatalf("segment %d starts with %#x", i, lz[sg.start])
+			if want := byte(0xa0); i == 0 && lz[0]&0xe0 != 0xe0 || i > 0 && lz[sg.Start]&0xe0 != want {
+				t.Fatalf("segment %d starts with %#x", i, lz[sg.Start])
 			}
-			at = sg.end
+			at = sg.End
 		}
 		if at != len(lz) {
 			t.Fatalf("segments end at %d of %d", at, len(lz))
@@ -221,6 +224,6 @@ func FuzzSplitLZMA2(f *testing.F) {
 }
 
 // compressLZMA2 returns raw LZMA2 data of data: its chunks and the end marker.
-func compressLZMA2(data []byte, depth, nice int) []byte {
-	return append(compressLZMA2Chunks(data, 0, depth, nice), 0)
+func compressLZMA2(data []byte) []byte {
+	return append(EncodeLZMA2(data, 0, DefaultEffort), 0)
 }
