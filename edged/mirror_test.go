@@ -2,6 +2,7 @@ package edged
 
 import (
 	"bytes"
+	"context"
 	"crypto"
 	"io/fs"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/armor-apt/armor/debian/sign"
 )
@@ -28,7 +30,7 @@ func signedAptRepo(t *testing.T, without ...string) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in, detached, err := key.SignRelease(tree["dists/stable/Release"], crypto.SHA256)
+	in, detached, err := key.SignRelease(context.Background(), tree["dists/stable/Release"], crypto.SHA256, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -136,7 +136,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	cont := cr.made
 	idx.merge(cr.idx)
 	// Sign the Release of each suite whose indexes or header changed.
-	rel, err := signReleases(&o, par, idx.suites, tw)
+	rel, err := signReleases(ctx, &o, par, idx.suites, tw)
 	if err == nil {
 		err = fault("sign")
 	}

@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,10 +19,10 @@ type releasesMade struct {
 
 // signReleases writes and signs each suite's Release, InRelease and Release.gpg, given
 // what writeIndexes made of its indexes, in the order of Options.Suites.
-func signReleases(o *Options, par *parent, suites []suiteIndexes, tw *treeWriter) (releasesMade, error) {
+func signReleases(ctx context.Context, o *Options, par *parent, suites []suiteIndexes, tw *treeWriter) (releasesMade, error) {
 	var out releasesMade
 	for i, s := range o.Suites {
-		files, signed, err := signRelease(o, s, suites[i], par.files, tw)
+		files, signed, err := signRelease(ctx, o, s, suites[i], par.files, tw)
 		if err != nil {
 			return out, err
 		}
@@ -38,8 +39,9 @@ var releaseNames = []string{"Release", "Release.gpg", "InRelease"}
 // signRelease stages dists/<codename>/Release, Release.gpg and InRelease, signed, and
 // returns their manifest entries. When no index of the suite changed and the Release is
 // the same as the parent's but for its dates, the parent's signed files are kept as they
-// are (unless Options.Resign), and signed is false.
-func signRelease(o *Options, s Suite, idx suiteIndexes, prevFiles map[string]manifest.File, tw *treeWriter) (files []manifest.File, signed bool, err error) {
+// are (unless Options.Resign), and signed is false. The signatures are made at the
+// Release's Date, so a build repeated with the same inputs signs the same bytes.
+func signRelease(ctx context.Context, o *Options, s Suite, idx suiteIndexes, prevFiles map[string]manifest.File, tw *treeWriter) (files []manifest.File, signed bool, err error) {
 	dist := "dists/" + s.Codename + "/"
 	h := release.Header{
 		Origin: o.Origin, Label: o.Label, Suite: s.Suite, Codename: s.Codename,
@@ -60,7 +62,7 @@ func signRelease(o *Options, s Suite, idx suiteIndexes, prevFiles map[string]man
 			return kept, false, nil
 		}
 	}
-	inRelease, detached, err := sign.SignRelease(append([]*sign.Key{o.Key}, o.Also...), text, o.Hash)
+	inRelease, detached, err := sign.SignRelease(ctx, append([]*sign.Key{o.Key}, o.Also...), text, o.Hash, o.Date)
 	if err != nil {
 		return nil, false, fmt.Errorf("sign %sRelease: %w", dist, err)
 	}

@@ -177,7 +177,9 @@ func resign(ctx context.Context, o RepublishOptions, st *staging, prev *manifest
 		if err != nil {
 			return nil, fmt.Errorf("%s of release %s: %w", f.Path, short(prev.ID), err)
 		}
-		inRelease, detached, err := key.SignRelease(redated, o.Hash)
+		// Signed at its Date, unless that is still ahead (a republish dates itself a
+		// second after the release it replaces): verifiers refuse a signature from the future.
+		inRelease, detached, err := key.SignRelease(ctx, redated, o.Hash, minTime(date, time.Now()))
 		if err != nil {
 			return nil, err
 		}
@@ -283,4 +285,11 @@ func WriteManifest(ctx context.Context, c *client.Client, s store.Store, repo, i
 		return nil, fmt.Errorf("write manifest: %w", err)
 	}
 	return m, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }

@@ -3,6 +3,7 @@ package sign
 import (
 	"bytes"
 	"crypto"
+	"io"
 	"testing"
 
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
@@ -151,6 +152,16 @@ func armoredSignature(t *testing.T, sig []byte) *packet.Signature {
 		t.Fatal(err)
 	}
 	return readSignaturePacket(t, b)
+}
+
+// armoredBlock returns the body of an armored block.
+func armoredBlock(t *testing.T, armored []byte) io.Reader {
+	t.Helper()
+	b, err := armor.Decode(bytes.NewReader(armored))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.Body
 }
 
 func readSignaturePacket(t *testing.T, b *armor.Block) *packet.Signature {
