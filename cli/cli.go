@@ -107,6 +107,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		args = []string{"--help"}
 	}
 	err = run(parser, &c, args)
+	if err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// SIGTERM is how CI cancels a job: say so, rather than "context canceled".
+		err = fmt.Errorf("interrupted (%w): stopped before it finished; every write is atomic, so nothing half-done is visible: run the command again to finish", err)
+	}
 	return report(stderr, c.JSON || wantsJSON(args), err)
 }
 

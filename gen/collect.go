@@ -39,7 +39,7 @@ func collectInputs(ctx context.Context, o *Options, statCache <-chan *statCache)
 	var groups []inputGroup
 	for _, s := range o.Suites {
 		for _, comp := range s.Components {
-			files, unmatched, err := expandInputs(o.BaseDir, s.Inputs[comp])
+			files, unmatched, err := expandInputs(ctx, o.BaseDir, s.Inputs[comp])
 			if err != nil {
 				return nil, nil, fmt.Errorf("suite %s component %s: %w", s.Codename, comp, err)
 			}

@@ -1,11 +1,14 @@
 package gen
 
 import (
+	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/bmatcuk/doublestar/v4"
 )
@@ -48,7 +51,7 @@ func TestWalkSimpleMatchesGlobWalk(t *testing.T) {
 				t.Fatal(err)
 			}
 			slices.Sort(want)
-			files, unmatched, err := expandInputs(base, []string{pat})
+			files, unmatched, err := expandInputs(context.Background(), base, []string{pat})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,6 +64,65 @@ func TestWalkSimpleMatchesGlobWalk(t *testing.T) {
 			}
 			if !slices.Equal(got, want) {
 				t.Errorf("expandInputs(%q)\n got %q\nwant %q", pat, got, want)
+			}
+		})
+	}
+}
+
+// TestInputsSymlinkLoop: a symbolic link loop among the inputs (a link to the directory
+// itself, and to its parent) is walked once, by both walks, and a cancelled build stops
+// walking.
+func TestInputsSymlinkLoop(t *testing.T) {
+	base := t.TempDir()
+	for _, f := range []string{"debs/a_1_amd64.deb", "debs/loop/b_1_amd64.deb"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(base, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(base, f), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("../loop", filepath.Join(base, "debs", "loop", "self")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(".", filepath.Join(base, "debs", "loop", "dot")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("..", filepath.Join(base, "debs", "loop", "up")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(base, "debs/a_1_amd64.deb"), filepath.Join(base, "debs/loop/b_1_amd64.deb")}
+	for _, pat := range []string{"debs/**/*.deb", "debs/**/{a,b}_*.deb"} {
+		t.Run(pat, func(t *testing.T) {
+			type answer struct {
+				files []inputFile
+				err   error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				files, _, err := expandInputs(context.Background(), base, []string{pat})
+				done <- answer{files, err}
+			}()
+			var a answer
+			select {
+			case a = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("expandInputs did not end within 20s: it follows the link loop")
+			}
+			if a.err != nil {
+				t.Fatal(a.err)
+			}
+			var got []string
+			for _, f := range a.files {
+				got = append(got, f.path)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("expandInputs(%q)\n got %q\nwant %q", pat, got, want)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if _, _, err := expandInputs(ctx, base, []string{pat}); !errors.Is(err, context.Canceled) {
+				t.Errorf("expandInputs(%q) with a cancelled context: %v, want context.Canceled", pat, err)
 			}
 		})
 	}
