@@ -3,11 +3,10 @@ package gen
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/armor-apt/armor/gen/tree"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -59,52 +58,21 @@ func isAlias(dirs []string, p string) bool {
 
 // linkAliases makes dists/<suite> a symbolic link to <codename> for every suite whose
 // names differ. An existing link to the codename is kept; a link elsewhere is replaced
-// atomically; anything else there is an error naming it. Each link it makes or replaces
-// is recorded in w, so that a build failing later puts the old one back (Rollback).
-func linkAliases(o *Options, w *treeWriter) error {
-	for _, s := range o.Suites {
+// atomically; anything else there is an error naming it. A build failing later puts the
+// old links back (tree.Writer.Rollback).
+func linkAliases(suites []Suite, tw *tree.Writer) error {
+	for _, s := range suites {
 		if s.Suite == s.Codename {
 			continue
 		}
-		p := filepath.Join(o.TreeDir, "dists", s.Suite)
-		target, err := os.Readlink(p)
-		switch {
-		case err == nil && target == s.Codename:
-			continue
-		case err == nil, errors.Is(err, fs.ErrNotExist):
-		default:
-			if st, serr := os.Lstat(p); serr == nil && st.Mode()&fs.ModeSymlink == 0 {
-				return fmt.Errorf("%s: the suite name %s of %s must be a symbolic link to %s, but it is not one: remove it", p, s.Suite, s.Codename, s.Codename)
-			}
+		err := tw.Symlink("dists/"+s.Suite, s.Codename)
+		if errors.Is(err, tree.ErrNotLink) {
+			return fmt.Errorf("%s: the suite name %s of %s must be a symbolic link to %s, but it is not one: remove it",
+				filepath.Join(tw.Root(), "dists", s.Suite), s.Suite, s.Codename, s.Codename)
+		}
+		if err != nil {
 			return err
 		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
-		}
-		tmp := p + ".armor-link"
-		os.Remove(tmp)
-		u := undo{final: p}
-		if target != "" {
-			// The old link, kept aside (a hard link of the link itself) until Done.
-			u.backup = p + ".armor-link-prev"
-			os.Remove(u.backup)
-			if err := os.Link(p, u.backup); err != nil {
-				return fmt.Errorf("keep %s aside while the tree changes: %w", p, err)
-			}
-		}
-		if err := os.Symlink(s.Codename, tmp); err != nil {
-			return err
-		}
-		if err := os.Rename(tmp, p); err != nil {
-			os.Remove(tmp)
-			if u.backup != "" {
-				os.Remove(u.backup)
-			}
-			return err
-		}
-		w.mu.Lock()
-		w.undo = append(w.undo, u)
-		w.mu.Unlock()
 	}
 	return nil
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/armor-apt/armor/gen/inputs"
+	"github.com/armor-apt/armor/gen/tree"
 	"github.com/armor-apt/armor/internal/atomicfile"
 	"github.com/armor-apt/armor/internal/lineage"
 	"github.com/armor-apt/armor/manifest"
@@ -78,10 +80,11 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open index cache: %w", err)
 	}
-	tw, err := newTreeWriter(o.TreeDir)
+	tw, err := tree.Open(o.TreeDir)
 	if err != nil {
 		return nil, err
 	}
+	tw.Fault = faultAt
 	if err := fault("open tree"); err != nil {
 		tw.Abort()
 		return nil, err
@@ -151,7 +154,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if upToDate(&o, par.m, pkgs.list, files, idx.written+cont.written+rel.signed > 0) {
 		abort(nil)
 		stats.Packages = len(par.m.Packages)
-		writeStatCache(&o, encodeStatCache(ins.all, ins.kept))
+		writeStatCache(&o, inputs.EncodeStatCache(ins.all, ins.kept))
 		return &Result{UpToDate: true, Manifest: par.m, Parent: par.m, Stats: stats}, nil
 	}
 
@@ -178,7 +181,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 		if staged, err = atomicfile.Stage(o.Manifest, encoded, 0o644); err != nil {
 			return abort(fmt.Errorf("write the manifest: %w", err))
 		}
-		flushed = tw.flushAlso(filepath.Dir(o.Manifest))
+		flushed = tw.FlushAlso(filepath.Dir(o.Manifest))
 	}
 	// The next stat cache is made while the staged files reach the disk and Commit waits
 	// for it, and written only once the commit succeeded: it names what the new release
@@ -204,8 +207,8 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err := tw.Wait(); err != nil {
 		return fail(err)
 	}
-	stats.FilesWritten, stats.BytesWritten = len(tw.staged), tw.written
-	if err := cmp.Or(linkAliases(&o, tw), fault("link aliases")); err != nil {
+	stats.FilesWritten, stats.BytesWritten = tw.Staged()
+	if err := cmp.Or(linkAliases(o.Suites, tw), fault("link aliases")); err != nil {
 		return fail(err)
 	}
 	// While the files move into place the tree holds neither release.
@@ -232,7 +235,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if staged != nil {
 		err := fault("manifest write")
 		if err == nil {
-			err = staged.Commit(flushed && tw.flushed)
+			err = staged.Commit(flushed && tw.Flushed())
 		}
 		if err != nil {
 			<-kept

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/armor-apt/armor/gen/inputs"
 	"github.com/armor-apt/armor/manifest"
 	"pault.ag/go/debian/version"
 )
@@ -171,7 +172,7 @@ func mergeInputs(carried []manifest.Package, stays []bool, in packageList) (pack
 	}
 	out := packageList{
 		list: make([]manifest.Package, 0, n+len(in.list)),
-		from: make([]*input, 0, n+len(in.list)),
+		from: make([]*inputs.Input, 0, n+len(in.list)),
 	}
 	i, j := 0, 0
 	for {
@@ -223,7 +224,7 @@ func reference(pkgs *packageList, p manifest.Package) error {
 		return nil
 	}
 	pkgs.list = slices.Insert(pkgs.list, i, p)
-	pkgs.from = slices.Insert(pkgs.from, i, (*input)(nil))
+	pkgs.from = slices.Insert(pkgs.from, i, (*inputs.Input)(nil))
 	return nil
 }
 
@@ -321,7 +322,7 @@ func copyPackages(pkgs *packageList, c Copy, suites map[string]*Suite) (int, err
 			continue // there already
 		}
 		pkgs.list = slices.Insert(pkgs.list, i, p)
-		pkgs.from = slices.Insert(pkgs.from, i, (*input)(nil))
+		pkgs.from = slices.Insert(pkgs.from, i, (*inputs.Input)(nil))
 		added++
 	}
 	return added, nil

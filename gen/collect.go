@@ -7,10 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
 
+	"github.com/armor-apt/armor/gen/inputs"
 	"github.com/bmatcuk/doublestar/v4"
 )
 
@@ -18,56 +17,56 @@ import (
 type inputGroup struct {
 	suite     Suite
 	comp      string
-	files     []inputFile // sorted by path, each once
-	unmatched []string    // input patterns that matched no file
+	files     []inputs.File // sorted by path, each once
+	unmatched []string      // input patterns that matched no file
 }
 
 // inputSet is every input of a build, with what is known of each.
 type inputSet struct {
-	all   []*input          // sorted by path, each path once
-	fresh map[string]*input // by digest: the inputs read in this build
-	read  int               // how many were read in this build
-	kept  []string          // the stat cache's Kept: tree paths for the next build to delete
+	all   []*inputs.Input          // sorted by path, each path once
+	fresh map[string]*inputs.Input // by digest: the inputs read in this build
+	read  int                      // how many were read in this build
+	kept  []string                 // the stat cache's Kept: tree paths for the next build to delete
 
-	mu    sync.Mutex        // forSum runs from the pool stager and the index writer
-	bySum map[string]*input // by digest: every input, made when first needed
+	mu    sync.Mutex               // forSum runs from the pool stager and the index writer
+	bySum map[string]*inputs.Input // by digest: every input, made when first needed
 }
 
 // collectInputs lists the inputs of every suite's components and reads those the stat
 // cache (received from statCache once the listing is done) cannot vouch for.
-func collectInputs(ctx context.Context, o *Options, statCache <-chan *statCache) ([]inputGroup, *inputSet, error) {
+func collectInputs(ctx context.Context, o *Options, statCache <-chan *inputs.StatCache) ([]inputGroup, *inputSet, error) {
 	var groups []inputGroup
 	for _, s := range o.Suites {
 		for _, comp := range s.Components {
-			files, unmatched, err := expandInputs(ctx, o.BaseDir, s.Inputs[comp])
+			files, unmatched, err := inputs.Expand(ctx, o.BaseDir, s.Inputs[comp])
 			if err != nil {
 				return nil, nil, fmt.Errorf("suite %s component %s: %w", s.Codename, comp, err)
 			}
 			if files, err = withAdditions(files, o.Add, s.Codename, comp); err != nil {
 				return nil, nil, err
 			}
-			files = packageFiles(files)
+			files = inputs.PackageFiles(files)
 			groups = append(groups, inputGroup{s, comp, files, unmatched})
 		}
 	}
-	var files []inputFile
+	var files []inputs.File
 	if len(groups) == 1 {
 		files = groups[0].files // sorted and distinct already
 	} else {
 		for _, g := range groups {
 			files = append(files, g.files...)
 		}
-		files = sortedInputs(files)
+		files = inputs.Sorted(files)
 	}
 	cache := <-statCache
-	all, read, err := readInputs(ctx, files, cache, o.Verify, func(d, t int) { o.progress("read", d, t) })
+	all, read, err := inputs.Read(ctx, files, cache, o.Verify, func(d, t int) { o.progress("read", d, t) })
 	if err != nil {
 		return nil, nil, err
 	}
-	ins := &inputSet{all: all, read: read, kept: cache.Kept, fresh: map[string]*input{}}
+	ins := &inputSet{all: all, read: read, kept: cache.Kept, fresh: map[string]*inputs.Input{}}
 	cache.Entries = nil // all holds what the build needs of them
 	for _, in := range all {
-		if in.fresh() {
+		if in.Fresh() {
 			ins.fresh[in.SHA256] = in
 		}
 	}
@@ -75,20 +74,20 @@ func collectInputs(ctx context.Context, o *Options, statCache <-chan *statCache)
 }
 
 // withAdditions adds the files of additions to a suite's component to its inputs.
-func withAdditions(files []inputFile, adds []Addition, suite, comp string) ([]inputFile, error) {
+func withAdditions(files []inputs.File, adds []Addition, suite, comp string) ([]inputs.File, error) {
 	n := len(files)
 	for _, a := range adds {
 		if a.Suite == suite && a.Component == comp {
-			files = append(files, inputFile{path: a.Path})
+			files = append(files, inputs.File{Path: a.Path})
 		}
 	}
 	if len(files) == n {
 		return files, nil
 	}
-	if err := statInputs(files[n:]); err != nil {
+	if err := inputs.Stat(files[n:]); err != nil {
 		return nil, err
 	}
-	return sortedInputs(files), nil
+	return inputs.Sorted(files), nil
 }
 
 // checkUnmatched refuses an input pattern that matched no file where that would publish
@@ -141,22 +140,16 @@ func noInputs(base, suite, comp, pat string) error {
 	return e
 }
 
-// sortedInputs sorts files by path and drops repeated paths.
-func sortedInputs(files []inputFile) []inputFile {
-	slices.SortFunc(files, func(a, b inputFile) int { return strings.Compare(a.path, b.path) })
-	return slices.CompactFunc(files, func(a, b inputFile) bool { return a.path == b.path })
-}
-
 // forSum returns an input file whose digest is sum, preferring one read in this build
 // (its stanza is at hand). It is nil when no input has that digest.
-func (s *inputSet) forSum(sum string) *input {
+func (s *inputSet) forSum(sum string) *inputs.Input {
 	if in, ok := s.fresh[sum]; ok {
 		return in
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.bySum == nil {
-		s.bySum = make(map[string]*input, len(s.all))
+		s.bySum = make(map[string]*inputs.Input, len(s.all))
 		for _, in := range s.all {
 			s.bySum[in.SHA256] = in
 		}

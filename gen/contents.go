@@ -12,6 +12,7 @@ import (
 
 	"github.com/armor-apt/armor/debian/deb"
 	"github.com/armor-apt/armor/debian/release"
+	"github.com/armor-apt/armor/gen/tree"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/klauspost/compress/gzip"
 	"golang.org/x/sync/errgroup"
@@ -67,7 +68,7 @@ type contentsResult struct {
 }
 
 // Release.
-func writeContents(ctx context.Context, o *Options, par *parent, pkgs []manifest.Package, ins *inputSet, tw *treeWriter, idx *indexesMade) (contentsMade, error) {
+func writeContents(ctx context.Context, o *Options, par *parent, pkgs []manifest.Package, ins *inputSet, tw *tree.Writer, idx *indexesMade) (contentsMade, error) {
 	var out contentsMade
 	members := groupContents(pkgs, o.Suites)
 	prevMembers := groupContents(par.packages(), o.Suites)
@@ -85,8 +86,8 @@ func writeContents(ctx context.Context, o *Options, par *parent, pkgs []manifest
 	}
 	lists.fromParent = (&parentLists{o: o, par: par, members: prevMembers}).find
 	for sum, in := range ins.fresh {
-		if in.pkg != nil {
-			lists.remember(sum, fileListOf(in.pkg))
+		if in.Pkg != nil {
+			lists.remember(sum, fileListOf(in.Pkg))
 		}
 	}
 	for si, s := range o.Suites {
@@ -344,7 +345,7 @@ func appendContentsLine(out []byte, path string, items []string) []byte {
 // stageContents stages a Contents file gzipped, with its by-hash copy unless list says
 // another file of the same content has it. list is told each form's digests, by its
 // index in contentsVariants, the uncompressed form's too, which is not published.
-func stageContents(tw *treeWriter, p string, plain []byte, list func(v int, d release.Digests) bool) error {
+func stageContents(tw *tree.Writer, p string, plain []byte, list func(v int, d release.Digests) bool) error {
 	gz, err := gzipContents(plain)
 	if err != nil {
 		return err

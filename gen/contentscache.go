@@ -76,8 +76,8 @@ func (l *fileLists) get(ctx context.Context, pkgs []*manifest.Package) ([]fileLi
 }
 
 func (l *fileLists) one(ctx context.Context, p *manifest.Package) (fileList, error) {
-	if in := l.ins.fresh[p.SHA256]; in != nil && in.pkg != nil {
-		fl := fileListOf(in.pkg)
+	if in := l.ins.fresh[p.SHA256]; in != nil && in.Pkg != nil {
+		fl := fileListOf(in.Pkg)
 		l.remember(p.SHA256, fl)
 		return fl, nil
 	}

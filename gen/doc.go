@@ -6,10 +6,11 @@
 //
 // Build (build.go) reads top to bottom as the build's phases, each a function of what it
 // needs returning what it made: load the parent (parent.go, in the background), collect
-// the inputs (collect.go, inputs.go), resolve the package list (packages.go), diff it
-// with the parent, stage the pool (poolfiles.go), write the indexes (indexes.go, with the
+// the inputs (collect.go, with gen/inputs), resolve the package list (resolve.go), diff it
+// with the parent, stage the pool (pool.go), write the indexes (indexes.go, with the
 // parent's indexes read ahead in oldindex.go) and the Contents files (contents.go, from
 // the parent's and the file lists of contentscache.go), sign the Release files
-// (releases.go), and commit the tree (tree.go) and the stat cache (statcache.go). VerifyTree (verify.go)
-// checks a published tree as apt does. The Release file itself is debian/release's.
+// (releases.go), and commit the tree (gen/tree) and the stat cache (commit.go). VerifyTree
+// (verify.go) checks a published tree as apt does. The Release file itself is
+// debian/release's.
 package gen

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/armor-apt/armor/gen/index"
+	"github.com/armor-apt/armor/gen/tree"
 	"github.com/armor-apt/armor/internal/atomicfile"
 	"github.com/armor-apt/armor/manifest"
 	"golang.org/x/sync/errgroup"
@@ -194,7 +195,7 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 			return err
 		}
 	}
-	if err := syncTree(filepath.Join(o.TreeDir, "dists")); err != nil {
+	if err := tree.Sync(filepath.Join(o.TreeDir, "dists")); err != nil {
 		return fmt.Errorf("parent release %s: %w", prev.ID, err)
 	}
 	made.seeded(seedChunks(o, seeds, all, got))

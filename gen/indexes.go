@@ -12,6 +12,7 @@ import (
 	"github.com/armor-apt/armor/debian/deb"
 	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/gen/index"
+	"github.com/armor-apt/armor/gen/tree"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -60,7 +61,7 @@ type suiteIndexes struct {
 // forms with their by-hash copies, and reuses the others as the tree and the parent's
 // Release hold them. The writes go on in the background (tw.Go) while the next index is
 // built and Release is signed.
-func writeIndexes(ctx context.Context, o *Options, par *parent, pkgs []manifest.Package, ins *inputSet, icache *index.Cache, tw *treeWriter) (indexesMade, error) {
+func writeIndexes(ctx context.Context, o *Options, par *parent, pkgs []manifest.Package, ins *inputSet, icache *index.Cache, tw *tree.Writer) (indexesMade, error) {
 	var out indexesMade
 	members := groupIndexes(pkgs, o.Suites)
 	prevMembers := groupIndexes(par.packages(), o.Suites)
@@ -247,7 +248,7 @@ func byHashPath(indexPath, sum string) string {
 // background. It returns the digests of the three forms, in the order of variants, and
 // adds the uncompressed one to out.plains. An index spliced from the parent's (see
 // indexStanzas) is built on it.
-func writeIndex(tw *treeWriter, icache *index.Cache, par *parent, indexPath string, stanzas [][]byte, out *indexesMade) ([3]release.Digests, error) {
+func writeIndex(tw *tree.Writer, icache *index.Cache, par *parent, indexPath string, stanzas [][]byte, out *indexesMade) ([3]release.Digests, error) {
 	var files *index.Files
 	var err error
 	if base, ok := par.base(indexPath); ok {
@@ -283,8 +284,8 @@ func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins 
 	src := -1 // the number of the stanza in prev that stanza returned, or -1
 	stanza := func(p *manifest.Package) ([]byte, error) {
 		src = -1
-		if in := ins.fresh[p.SHA256]; in != nil && in.pkg != nil {
-			return in.pkg.Stanza(p.Path), nil
+		if in := ins.fresh[p.SHA256]; in != nil && in.Pkg != nil {
+			return in.Pkg.Stanza(p.Path), nil
 		}
 		if prev == nil {
 			prev = readOldIndex(par, indexPath, old)
@@ -306,7 +307,7 @@ func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins 
 		if err != nil {
 			return nil, err
 		}
-		in.pkg = pkg
+		in.Pkg = pkg
 		return pkg.Stanza(p.Path), nil
 	}
 	out := make([][]byte, 0, len(members))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/gen/index"
+	"github.com/armor-apt/armor/gen/inputs"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -123,9 +124,9 @@ func (p *parent) packages() []manifest.Package {
 // which is what the build waits for. The loader owns what it loads until parent hands
 // it over; close stops it and waits for it.
 type loader struct {
-	statCache chan *statCache // receives the stat cache, once
-	stop      chan struct{}   // closed by close: load nothing more
-	done      chan struct{}   // closed once prev, err and old are set
+	statCache chan *inputs.StatCache // receives the stat cache, once
+	stop      chan struct{}          // closed by close: load nothing more
+	done      chan struct{}          // closed once prev, err and old are set
 	prev      *manifest.Manifest
 	err       error
 	fetchErr  error // why the parent's files could not be fetched into the tree
@@ -137,14 +138,14 @@ type loader struct {
 
 func startLoading(ctx context.Context, o *Options) *loader {
 	l := &loader{
-		statCache: make(chan *statCache, 1),
+		statCache: make(chan *inputs.StatCache, 1),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 		o:         o,
 	}
 	go func() {
 		defer close(l.done)
-		c := loadStatCache(statCachePath(o))
+		c := inputs.LoadStatCache(statCachePath(o))
 		// Without a cache every input is read again, and no stanza comes from the old
 		// indexes: nothing to read ahead.
 		readAhead := len(c.Entries) > 0

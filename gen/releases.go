@@ -8,6 +8,7 @@ import (
 
 	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/debian/sign"
+	"github.com/armor-apt/armor/gen/tree"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -19,7 +20,7 @@ type releasesMade struct {
 
 // signReleases writes and signs each suite's Release, InRelease and Release.gpg, given
 // what writeIndexes made of its indexes, in the order of Options.Suites.
-func signReleases(ctx context.Context, o *Options, par *parent, suites []suiteIndexes, tw *treeWriter) (releasesMade, error) {
+func signReleases(ctx context.Context, o *Options, par *parent, suites []suiteIndexes, tw *tree.Writer) (releasesMade, error) {
 	var out releasesMade
 	for i, s := range o.Suites {
 		files, signed, err := signRelease(ctx, o, s, suites[i], par.files, tw)
@@ -41,7 +42,7 @@ var releaseNames = []string{"Release", "Release.gpg", "InRelease"}
 // the same as the parent's but for its dates, the parent's signed files are kept as they
 // are (unless Options.Resign), and signed is false. The signatures are made at the
 // Release's Date, so a build repeated with the same inputs signs the same bytes.
-func signRelease(ctx context.Context, o *Options, s Suite, idx suiteIndexes, prevFiles map[string]manifest.File, tw *treeWriter) (files []manifest.File, signed bool, err error) {
+func signRelease(ctx context.Context, o *Options, s Suite, idx suiteIndexes, prevFiles map[string]manifest.File, tw *tree.Writer) (files []manifest.File, signed bool, err error) {
 	dist := "dists/" + s.Codename + "/"
 	h := release.Header{
 		Origin: o.Origin, Label: o.Label, Suite: s.Suite, Codename: s.Codename,

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/armor-apt/armor/debian/pool"
 	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/gen/index"
+	"github.com/armor-apt/armor/gen/tree"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -21,31 +21,6 @@ import (
 // are the files the .dsc names, found beside the .dsc and published beside it. They are
 // listed in <component>/source/Sources, which a suite's Release lists once any of its
 // components has had a source package.
-
-// packageExts are the extensions of the files an input pattern is meant to match.
-var packageExts = []string{".deb", ".udeb", ".ddeb", ".dsc"}
-
-// packageFiles drops what a broad pattern ("debs/**/*") matches that is not a package:
-// directories, and the files beside a .dsc (the tarballs and patches it names, read
-// through it). Other files, and a directory named like a package, stay, and are refused
-// as not a package.
-func packageFiles(files []inputFile) []inputFile {
-	dirs := map[string]bool{}
-	drop := false
-	for _, f := range files {
-		if isSource(f.path) {
-			dirs[filepath.Dir(f.path)] = true
-		}
-		drop = drop || f.st.dir
-	}
-	if len(dirs) == 0 && !drop {
-		return files
-	}
-	return slices.DeleteFunc(files, func(f inputFile) bool {
-		pkg := slices.ContainsFunc(packageExts, func(e string) bool { return strings.HasSuffix(f.path, e) })
-		return !pkg && (f.st.dir || dirs[filepath.Dir(f.path)])
-	})
-}
 
 // sourcePoolPath is where a source package's .dsc is published, named as dak names it:
 // <source>_<version without epoch>.dsc.
@@ -78,7 +53,7 @@ func completeSources(pkgs *packageList, parent *manifest.Manifest, ins *inputSet
 		if p.Architecture != "source" || p.Files != nil || in == nil {
 			continue
 		}
-		if in.src == nil {
+		if in.Src == nil {
 			if byDsc == nil {
 				byDsc = map[string]*manifest.Package{}
 				if parent != nil {
@@ -96,13 +71,13 @@ func completeSources(pkgs *packageList, parent *manifest.Manifest, ins *inputSet
 				}
 				continue
 			}
-			if err := in.readSource(); err != nil {
+			if err := in.ReadSource(); err != nil {
 				return err
 			}
 			ins.fresh[in.SHA256] = in
 			ins.read++
 		}
-		p.Files = sourceFiles(p.Path, in.src.Parts)
+		p.Files = sourceFiles(p.Path, in.Src.Parts)
 	}
 	return checkSourceFiles(pkgs, parent)
 }
@@ -116,7 +91,7 @@ func checkSourceFiles(pkgs *packageList, parent *manifest.Manifest) error {
 	var owner map[string]string // pool path → what publishes it, for the error
 	for i := range pkgs.list {
 		p, in := &pkgs.list[i], pkgs.from[i]
-		if in == nil || in.src == nil {
+		if in == nil || in.Src == nil {
 			continue
 		}
 		if paths == nil {
@@ -134,7 +109,7 @@ func checkSourceFiles(pkgs *packageList, parent *manifest.Manifest) error {
 				}
 			}
 			for j := range pkgs.list {
-				if from := pkgs.from[j]; from != nil && from.src == nil {
+				if from := pkgs.from[j]; from != nil && from.Src == nil {
 					add(&pkgs.list[j], from.Path)
 				}
 			}
@@ -155,7 +130,7 @@ func checkSourceFiles(pkgs *packageList, parent *manifest.Manifest) error {
 // list did not change. It adds what it made to si and out, as writeIndexes does for
 // Packages indexes.
 func writeSourcesIndex(o *Options, par *parent, s Suite, comp string, members, old []*manifest.Package, prevSums map[string]release.Digests, want bool,
-	ins *inputSet, icache *index.Cache, tw *treeWriter, si *suiteIndexes, out *indexesMade) error {
+	ins *inputSet, icache *index.Cache, tw *tree.Writer, si *suiteIndexes, out *indexesMade) error {
 	dist := "dists/" + s.Codename + "/"
 	rel := comp + "/source/Sources"
 	return writeOptionalIndex(o, par, dist, rel, members, old, prevSums, want, icache, tw, si, out, func() ([][]byte, error) {
@@ -181,7 +156,7 @@ func optionalIndexes(suite string, members map[indexKey][]*manifest.Package) (so
 // parent's when its package list did not change, and adds what it made to si and out.
 // writeIndexes calls it with want set for every binary-<arch>/Packages index.
 func writeOptionalIndex(o *Options, par *parent, dist, rel string, members, old []*manifest.Package, prevSums map[string]release.Digests, want bool,
-	icache *index.Cache, tw *treeWriter, si *suiteIndexes, out *indexesMade, stanzasOf func() ([][]byte, error)) error {
+	icache *index.Cache, tw *tree.Writer, si *suiteIndexes, out *indexesMade, stanzasOf func() ([][]byte, error)) error {
 	if !want && !par.hadIndex(dist+rel) {
 		return nil
 	}
@@ -221,8 +196,8 @@ func sourceStanzas(indexPath string, members []*manifest.Package, ins *inputSet,
 	out := make([][]byte, 0, len(members))
 	var prev map[string][]byte
 	for _, p := range members {
-		if in := ins.fresh[p.SHA256]; in != nil && in.src != nil {
-			out = append(out, sourceStanza(in.src, p.Path))
+		if in := ins.fresh[p.SHA256]; in != nil && in.Src != nil {
+			out = append(out, sourceStanza(in.Src, p.Path))
 			continue
 		}
 		if prev == nil {
@@ -240,10 +215,10 @@ func sourceStanzas(indexPath string, members []*manifest.Package, ins *inputSet,
 		if in == nil {
 			return nil, fmt.Errorf("no stanza for source package %s %s: it is not among the inputs, and the parent's Sources indexes in the tree do not list it", p.Name, p.Version)
 		}
-		if err := in.readSource(); err != nil {
+		if err := in.ReadSource(); err != nil {
 			return nil, err
 		}
-		out = append(out, sourceStanza(in.src, p.Path))
+		out = append(out, sourceStanza(in.Src, p.Path))
 	}
 	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/armor-apt/armor/debian/deb"
 	"github.com/armor-apt/armor/debian/release"
+	"github.com/armor-apt/armor/gen/inputs"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -223,7 +224,7 @@ func testIndexStanzasSplicedInKeptIndex(t *testing.T, from string) {
 	// One package added, read in this build: the index grows.
 	added := &manifest.Package{Suite: "s", Component: "main", Name: "p020a", Version: "1", Architecture: "amd64",
 		Path: "pool/main/p/p020a.deb", SHA256: fmt.Sprintf("%064d", 999)}
-	ins := &inputSet{fresh: map[string]*input{added.SHA256: {pkg: &deb.Package{
+	ins := &inputSet{fresh: map[string]*inputs.Input{added.SHA256: {Pkg: &deb.Package{
 		Name: added.Name, Version: added.Version, Architecture: added.Architecture, SHA256: added.SHA256,
 		Fields: []deb.Field{{Name: "Package", Value: added.Name}, {Name: "Version", Value: "1"}, {Name: "Architecture", Value: "amd64"}},
 	}}}}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/gen/index"
+	"github.com/armor-apt/armor/gen/tree"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -17,16 +18,6 @@ import (
 
 const installerDir = "/debian-installer"
 
-// packageExt returns the extension an input's pool file keeps: .udeb, .ddeb or .deb.
-func packageExt(path string) string {
-	for _, e := range []string{".udeb", ".ddeb"} {
-		if strings.HasSuffix(path, e) {
-			return e
-		}
-	}
-	return ".deb"
-}
-
 // isInstaller reports whether a pool path is an installer package's.
 func isInstaller(poolPath string) bool { return strings.HasSuffix(poolPath, ".udeb") }
 
@@ -34,7 +25,7 @@ func isInstaller(poolPath string) bool { return strings.HasSuffix(poolPath, ".ud
 // is wanted (see optionalIndexes) or the parent had it; key.component holds the whole
 // directory.
 func writeInstallerIndex(o *Options, par *parent, s Suite, key indexKey, members, old []*manifest.Package, prevSums map[string]release.Digests, want bool,
-	ins *inputSet, icache *index.Cache, tw *treeWriter, si *suiteIndexes, out *indexesMade) error {
+	ins *inputSet, icache *index.Cache, tw *tree.Writer, si *suiteIndexes, out *indexesMade) error {
 	dist := "dists/" + s.Codename + "/"
 	rel := key.component + "/binary-" + key.arch + "/Packages"
 	return writeOptionalIndex(o, par, dist, rel, members, old, prevSums, want, icache, tw, si, out, func() ([][]byte, error) {

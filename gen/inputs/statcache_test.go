@@ -1,4 +1,4 @@
-package gen
+package inputs
 
 import (
 	"bytes"
@@ -10,9 +10,9 @@ import (
 	"github.com/armor-apt/armor/internal/atomicfile"
 )
 
-func sampleStatCache() *statCache {
-	return &statCache{
-		Entries: []input{
+func sampleStatCache() *StatCache {
+	return &StatCache{
+		Entries: []Input{
 			{Path: "/r/debs/a_1_amd64.deb", Size: 1200, MtimeNs: 1700000000123456789,
 				SHA256: "0f343b0931126a20f133d67c2b018a3b1c2f9e8d6b5a4c3d2e1f0a9b8c7d6e5f",
 				Name:   "a", Version: "1:1.0-1", Architecture: "amd64", Source: "a-src"},
@@ -27,13 +27,13 @@ func sampleStatCache() *statCache {
 func TestStatCacheRoundTrip(t *testing.T) {
 	c := sampleStatCache()
 	path := filepath.Join(t.TempDir(), "cache", "inputs.txt")
-	if err := atomicfile.WriteFileUnsynced(path, c.encode(), 0o644); err != nil {
+	if err := atomicfile.WriteFileUnsynced(path, c.Encode(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := loadStatCache(path); !reflect.DeepEqual(got, c) {
+	if got := LoadStatCache(path); !reflect.DeepEqual(got, c) {
 		t.Fatalf("loaded %+v\nwant %+v", got, c)
 	}
-	if got := loadStatCache(filepath.Join(t.TempDir(), "missing")); len(got.Entries) != 0 || len(got.Kept) != 0 {
+	if got := LoadStatCache(filepath.Join(t.TempDir(), "missing")); len(got.Entries) != 0 || len(got.Kept) != 0 {
 		t.Fatalf("a missing cache loads as %+v; want it empty", got)
 	}
 }
@@ -41,8 +41,8 @@ func TestStatCacheRoundTrip(t *testing.T) {
 // A damaged cache is ignored whole: the next build reads every input again, which
 // costs time, never a wrong digest.
 func TestStatCacheDamage(t *testing.T) {
-	good := sampleStatCache().encode()
-	if _, ok := parseStatCache(good); !ok {
+	good := sampleStatCache().Encode()
+	if _, ok := ParseStatCache(good); !ok {
 		t.Fatal("the encoded cache does not parse")
 	}
 	unsorted := sampleStatCache()
@@ -56,13 +56,13 @@ func TestStatCacheDamage(t *testing.T) {
 		{"no checksum line", good[:bytes.LastIndex(good, []byte(statCacheTrailer))]},
 		{"one digit of a digest changed", bytes.Replace(good, []byte("0f343b"), []byte("0f343c"), 1)},
 		{"older format", append([]byte("armor build cache v1\n"), good[len(statCacheHeader):]...)},
-		{"entries out of order", unsorted.encode()},
+		{"entries out of order", unsorted.Encode()},
 		{"a line with seven fields", withBody(t, "/p\t1\t2\tsum\tn\tv\tarch\n")},
 		{"a size that is not a number", withBody(t, "/p\tx\t2\tsum\tn\tv\tarch\tsrc\n")},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, ok := parseStatCache(tc.data)
+			c, ok := ParseStatCache(tc.data)
 			if ok || len(c.Entries) != 0 || len(c.Kept) != 0 {
 				t.Fatalf("parsed as ok %v, %d entries, %d kept; want it ignored", ok, len(c.Entries), len(c.Kept))
 			}
@@ -77,17 +77,17 @@ func withBody(t *testing.T, body string) []byte {
 }
 
 func FuzzParseStatCache(f *testing.F) {
-	f.Add(sampleStatCache().encode())
-	f.Add((&statCache{}).encode())
+	f.Add(sampleStatCache().Encode())
+	f.Add((&StatCache{}).Encode())
 	f.Add([]byte(statCacheHeader))
 	f.Add([]byte("armor build cache v3\nK\tpool/x\ncrc32c 00\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, ok := parseStatCache(data)
+		c, ok := ParseStatCache(data)
 		if !ok {
 			return
 		}
 		// Whatever parses survives a round trip unchanged.
-		again, ok := parseStatCache(c.encode())
+		again, ok := ParseStatCache(c.Encode())
 		if !ok || !reflect.DeepEqual(again, c) {
 			t.Fatalf("round trip of %q: ok %v, %+v; want %+v", data, ok, again, c)
 		}

@@ -1,4 +1,4 @@
-package gen
+package tree
 
 import (
 	"cmp"
@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// treeWriter stages files in the tree's staging directory and makes them visible in one
+// Writer stages files in the tree's staging directory and makes them visible in one
 // commit: one syncfs for all the data (large files are flushed as they are written, so it
 // mostly waits for the small ones), then renames in rank order, then one more syncfs for
 // the directories. A crash before Commit leaves only staged files, which the next build
@@ -34,8 +34,8 @@ import (
 // rename that fails all the same (EXDEV) becomes a copy beside the target and a rename.
 //
 // The staging directory is shared by every build of the tree, so the caller must hold the
-// repository's build lock (Lock).
-type treeWriter struct {
+// repository's build lock (internal/lockfile).
+type Writer struct {
 	root         string
 	staging      string
 	stagingMount mountID
@@ -49,6 +49,11 @@ type treeWriter struct {
 	mounts  map[mountID]string // every mount written to → a directory on it, for syncfs
 	written int64
 	flushed bool // Commit flushed every mount in mounts
+
+	// Fault, when set, is called before each rename of a commit ("rename " and the file's
+	// path in the tree) and before the flush that follows them ("sync renames"); an error
+	// it returns fails the commit there, as a real one would. Only tests set it.
+	Fault func(step string) error
 }
 
 type staged struct{ tmp, final string }
@@ -67,10 +72,10 @@ const tmpPrefix = atomicfile.TempPrefix
 // build left is removed at once.
 const stagingDir = ".armor-staging"
 
-// newTreeWriter removes whatever a crashed build left in root's staging directory and
+// Open removes whatever a crashed build left in root's staging directory and
 // creates it afresh.
-func newTreeWriter(root string) (*treeWriter, error) {
-	w := &treeWriter{
+func Open(root string) (*Writer, error) {
+	w := &Writer{
 		root:    root,
 		staging: filepath.Join(root, stagingDir),
 		dirs:    map[string]string{},
@@ -94,7 +99,7 @@ func newTreeWriter(root string) (*treeWriter, error) {
 	return w, nil
 }
 
-func (w *treeWriter) tempFor(rel string) (string, error) {
+func (w *Writer) tempFor(rel string) (string, error) {
 	final := filepath.Join(w.root, filepath.FromSlash(rel))
 	dir := filepath.Dir(final)
 	w.mu.Lock()
@@ -138,7 +143,7 @@ func (w *treeWriter) tempFor(rel string) (string, error) {
 
 // mkdirAll makes dir and its missing parents, and remembers those it made, so that a
 // build that fails takes them away again (Abort).
-func (w *treeWriter) mkdirAll(dir string) error {
+func (w *Writer) mkdirAll(dir string) error {
 	var missing []string
 	for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
 		if _, err := os.Lstat(d); err == nil {
@@ -157,7 +162,7 @@ func (w *treeWriter) mkdirAll(dir string) error {
 
 // WriteFile stages data at the slash-separated path rel, and at every path in also as
 // hard links of the same file (by-hash copies cost no second write).
-func (w *treeWriter) WriteFile(rel string, data []byte, also ...string) error {
+func (w *Writer) WriteFile(rel string, data []byte, also ...string) error {
 	tmp, err := w.tempFor(rel)
 	if err != nil {
 		return err
@@ -203,15 +208,37 @@ func writeNew(p string, data []byte) error {
 	return err
 }
 
+// fault returns the error Fault injects at step, or nil.
+func (w *Writer) fault(step string) error {
+	if w.Fault == nil {
+		return nil
+	}
+	return w.Fault(step)
+}
+
+// Root is the directory of the tree.
+func (w *Writer) Root() string { return w.root }
+
+// Flushed reports whether the last Commit flushed every file system the build wrote to,
+// those named by FlushAlso included.
+func (w *Writer) Flushed() bool { return w.flushed }
+
+// Staged returns how many files the writer staged and how many bytes it wrote for them.
+func (w *Writer) Staged() (files int, bytes int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.staged), w.written
+}
+
 // Go runs a staging call (WriteFile, CopyFile) in the background; Commit and Abort wait
 // for every such call, and Commit fails with the first error.
-func (w *treeWriter) Go(stage func() error) { w.bg.Go(stage) }
+func (w *Writer) Go(stage func() error) { w.bg.Go(stage) }
 
 // Wait waits for the calls started by Go and returns the first error.
-func (w *treeWriter) Wait() error { return w.bg.Wait() }
+func (w *Writer) Wait() error { return w.bg.Wait() }
 
 // CopyFile stages a copy of the file src at rel.
-func (w *treeWriter) CopyFile(rel, src string) error {
+func (w *Writer) CopyFile(rel, src string) error {
 	tmp, err := w.tempFor(rel)
 	if err != nil {
 		return err
@@ -236,14 +263,14 @@ func (w *treeWriter) CopyFile(rel, src string) error {
 	return nil
 }
 
-func (w *treeWriter) addWritten(n int64) {
+func (w *Writer) addWritten(n int64) {
 	w.mu.Lock()
 	w.written += n
 	w.mu.Unlock()
 }
 
 // Commit makes every staged file visible under its final name.
-func (w *treeWriter) Commit() error {
+func (w *Writer) Commit() error {
 	if err := w.Wait(); err != nil {
 		return err
 	}
@@ -289,7 +316,7 @@ func (w *treeWriter) Commit() error {
 			_, statErr := os.Lstat(s.final)
 			existed = statErr == nil
 		}
-		err := fault("rename " + w.rel(s.final))
+		err := w.fault("rename " + w.rel(s.final))
 		if err == nil {
 			err = os.Rename(s.tmp, s.final)
 		}
@@ -316,7 +343,7 @@ func (w *treeWriter) Commit() error {
 	// One more syncfs makes the renames durable: it flushes the directories' metadata
 	// together, where an fsync per directory costs a journal commit each (10,000 new
 	// pool directories took seconds).
-	if err := cmp.Or(w.syncMounts(), fault("sync renames")); err != nil {
+	if err := cmp.Or(w.syncMounts(), w.fault("sync renames")); err != nil {
 		w.Rollback()
 		return err
 	}
@@ -324,8 +351,8 @@ func (w *treeWriter) Commit() error {
 	return nil
 }
 
-// rel is the slash-separated path of a tree file, as fault names it.
-func (w *treeWriter) rel(final string) string {
+// rel is the slash-separated path of a tree file, as Fault is told it.
+func (w *Writer) rel(final string) string {
 	r, err := filepath.Rel(w.root, final)
 	if err != nil {
 		return final
@@ -335,7 +362,7 @@ func (w *treeWriter) rel(final string) string {
 
 // Rollback puts back, newest first, the files a Commit replaced, and removes those it
 // added under names that were free.
-func (w *treeWriter) Rollback() {
+func (w *Writer) Rollback() {
 	for i := len(w.undo) - 1; i >= 0; i-- {
 		u := w.undo[i]
 		switch {
@@ -346,13 +373,13 @@ func (w *treeWriter) Rollback() {
 		}
 	}
 	w.undo = nil
-	syncTree(w.root)
+	Sync(w.root)
 }
 
 // Done drops what Rollback would need: the commit stands. It removes the staging
 // directory; should that fail, the tree is complete all the same, and the next build
 // removes it.
-func (w *treeWriter) Done() {
+func (w *Writer) Done() {
 	for _, u := range w.undo {
 		if u.backup != "" {
 			os.Remove(u.backup)
@@ -384,7 +411,7 @@ func rank(path string) int {
 // changed, if Rollback has not already, removes every staged file and the staging
 // directory, and the directories the build made, which are empty again. It is never
 // called once a commit stands (Done).
-func (w *treeWriter) Abort() {
+func (w *Writer) Abort() {
 	w.bg.Wait()
 	if len(w.undo) > 0 {
 		w.Rollback()
@@ -404,10 +431,10 @@ func (w *treeWriter) Abort() {
 	w.made = nil
 }
 
-// flushAlso has Commit flush the file system of dir too, where a file to put in place
+// FlushAlso has Commit flush the file system of dir too, where a file to put in place
 // after the commit was written, and reports whether it will (if the commit has files to
-// put in place, which Commit then reports in w.flushed).
-func (w *treeWriter) flushAlso(dir string) bool {
+// put in place, which Flushed then reports).
+func (w *Writer) FlushAlso(dir string) bool {
 	m, err := mountOf(dir)
 	if err != nil {
 		return false
@@ -422,9 +449,9 @@ func (w *treeWriter) flushAlso(dir string) bool {
 
 // syncMounts flushes every mount the build wrote to: the tree's, and any other that one
 // of its directories is on.
-func (w *treeWriter) syncMounts() error {
+func (w *Writer) syncMounts() error {
 	for _, dir := range w.mounts {
-		if err := syncTree(dir); err != nil {
+		if err := Sync(dir); err != nil {
 			return err
 		}
 	}
@@ -478,9 +505,9 @@ func mountOf(dir string) (mountID, error) {
 	return mountID{dev: uint64(fi.Dev)}, nil
 }
 
-// syncTree flushes every dirty page of the file system holding root in one call, which
+// Sync flushes every dirty page of the file system holding root in one call, which
 // is far cheaper than an fsync per file when a build stages thousands of pool files.
-func syncTree(root string) error {
+func Sync(root string) error {
 	f, err := os.Open(root)
 	if err != nil {
 		return fmt.Errorf("sync %s: %w", root, err)
@@ -489,5 +516,55 @@ func syncTree(root string) error {
 	if err := unix.Syncfs(int(f.Fd())); err != nil {
 		return fmt.Errorf("sync %s: %w", root, err)
 	}
+	return nil
+}
+
+// ErrNotLink is the error of Symlink when its path holds something other than a symbolic
+// link.
+var ErrNotLink = errors.New("not a symbolic link")
+
+// Symlink makes the slash-separated path rel a symbolic link to target. A link to target
+// is kept as it is; a link elsewhere is replaced atomically, and put back by Rollback or
+// Abort until Done; anything else at rel is an error wrapping ErrNotLink.
+func (w *Writer) Symlink(rel, target string) error {
+	p := filepath.Join(w.root, filepath.FromSlash(rel))
+	old, err := os.Readlink(p)
+	switch {
+	case err == nil && old == target:
+		return nil
+	case err == nil, errors.Is(err, fs.ErrNotExist):
+	default:
+		if st, serr := os.Lstat(p); serr == nil && st.Mode()&fs.ModeSymlink == 0 {
+			return fmt.Errorf("%s: %w", p, ErrNotLink)
+		}
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	tmp := p + ".armor-link"
+	os.Remove(tmp)
+	u := undo{final: p}
+	if old != "" {
+		// The old link, kept aside (a hard link of the link itself) until Done.
+		u.backup = p + ".armor-link-prev"
+		os.Remove(u.backup)
+		if err := os.Link(p, u.backup); err != nil {
+			return fmt.Errorf("keep %s aside while the tree changes: %w", p, err)
+		}
+	}
+	if err := os.Symlink(target, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		if u.backup != "" {
+			os.Remove(u.backup)
+		}
+		return err
+	}
+	w.mu.Lock()
+	w.undo = append(w.undo, u)
+	w.mu.Unlock()
 	return nil
 }

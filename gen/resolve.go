@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/armor-apt/armor/debian/pool"
+	"github.com/armor-apt/armor/gen/inputs"
 	"github.com/armor-apt/armor/manifest"
 	"golang.org/x/sync/errgroup"
 )
@@ -18,13 +19,13 @@ import (
 // input it was found in.
 type packageList struct {
 	list []manifest.Package
-	from []*input // from[i] is the input of list[i]
+	from []*inputs.Input // from[i] is the input of list[i]
 }
 
 // claim is one input in one suite's component, in the order of the configuration.
 type claim struct {
 	pkg   manifest.Package
-	in    *input
+	in    *inputs.Input
 	order int
 }
 
@@ -51,7 +52,7 @@ func resolvePackages(groups []inputGroup, ins *inputSet) (packageList, error) {
 	slices.SortFunc(claims, func(x, y claim) int {
 		return cmp.Or(manifest.ComparePackages(&x.pkg, &y.pkg), cmp.Compare(x.order, y.order))
 	})
-	pkgs := packageList{list: make([]manifest.Package, 0, len(claims)), from: make([]*input, 0, len(claims))}
+	pkgs := packageList{list: make([]manifest.Package, 0, len(claims)), from: make([]*inputs.Input, 0, len(claims))}
 	for i := range claims {
 		c := &claims[i]
 		if i > 0 && c.pkg.Key() == claims[i-1].pkg.Key() {
@@ -75,7 +76,7 @@ func resolvePackages(groups []inputGroup, ins *inputSet) (packageList, error) {
 // pathClaim is what checkPoolPaths needs of a claim.
 type pathClaim struct {
 	path, sha256 string // the pool path and the file's digest
-	in           *input
+	in           *inputs.Input
 }
 
 // claimsOf returns the claims of every group, in configuration order, and the pool path
@@ -85,7 +86,7 @@ type pathClaim struct {
 func claimsOf(groups []inputGroup, ins *inputSet) ([]claim, []pathClaim, error) {
 	type run struct {
 		g     *inputGroup
-		files []inputFile
+		files []inputs.File
 		at    int // the order of its first claim
 	}
 	const runSize = 8192
@@ -106,9 +107,9 @@ func claimsOf(groups []inputGroup, ins *inputSet) ([]claim, []pathClaim, error) 
 	for ri, r := range runs {
 		g.Go(func() error {
 			// r.files and ins.all are both sorted by path.
-			j, _ := slices.BinarySearchFunc(ins.all, r.files[0].path, func(in *input, p string) int { return strings.Compare(in.Path, p) })
+			j, _ := slices.BinarySearchFunc(ins.all, r.files[0].Path, func(in *inputs.Input, p string) int { return strings.Compare(in.Path, p) })
 			for k, f := range r.files {
-				for ins.all[j].Path != f.path {
+				for ins.all[j].Path != f.Path {
 					j++
 				}
 				in := ins.all[j]
@@ -123,8 +124,8 @@ func claimsOf(groups []inputGroup, ins *inputSet) ([]claim, []pathClaim, error) 
 					Name: in.Name, Version: in.Version, Architecture: in.Architecture,
 					Path: poolPath(r.g.comp, in), Size: in.Size, SHA256: in.SHA256,
 				}, in: in, order: r.at + k}
-				if in.src != nil {
-					c.pkg.Files = sourceFiles(c.pkg.Path, in.src.Parts)
+				if in.Src != nil {
+					c.pkg.Files = sourceFiles(c.pkg.Path, in.Src.Parts)
 				}
 				paths[r.at+k] = pathClaim{c.pkg.Path, c.pkg.SHA256, in}
 			}
@@ -181,12 +182,12 @@ func checkPoolPaths(claims []pathClaim) error {
 func byKey(a manifest.Package, b *manifest.Package) int { return manifest.CompareKeys(&a, b) }
 
 // poolPath is where a package is published: pool/<component>/<prefix>/<source>/<file>.
-func poolPath(component string, in *input) string {
+func poolPath(component string, in *inputs.Input) string {
 	if in.Architecture == "source" {
 		return sourcePoolPath(component, in.Name, in.Version)
 	}
 	name := pool.Filename(in.Name, in.Version, in.Architecture)
-	if ext := packageExt(in.Path); ext != ".deb" {
+	if ext := inputs.Ext(in.Path); ext != ".deb" {
 		name = strings.TrimSuffix(name, ".deb") + ext
 	}
 	return pool.Path(component, in.Source, name)

@@ -1,26 +1,20 @@
-package gen
+package inputs
 
 import (
 	"encoding/binary"
 	"encoding/hex"
 	"hash/crc32"
 	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
-
-	"github.com/armor-apt/armor/gen/index"
-	"github.com/armor-apt/armor/internal/atomicfile"
-	"github.com/armor-apt/armor/manifest"
 )
 
-// statCache remembers, per input path, the size and mtime the file had when it was last
+// StatCache remembers, per input path, the size and mtime the file had when it was last
 // read and what was read from it, so a rebuild opens only new or changed files. It lives
 // in the build cache directory, never in the manifest: mtimes differ between clones.
-type statCache struct {
-	Entries []input // sorted by path, each path once
+type StatCache struct {
+	Entries []Input // sorted by path, each path once
 	// Kept lists tree paths of the previous release that this build no longer lists;
 	// the next build deletes them, so a static mirror keeps one generation for clients
 	// still holding the previous InRelease.
@@ -40,21 +34,21 @@ func statCacheSum(b []byte) uint32 { return crc32.Checksum(b, statCacheTable) }
 
 var statCacheTable = crc32.MakeTable(crc32.Castagnoli)
 
-// parseStatCache reads the cache: a header line, one tab-separated line per input (path,
+// ParseStatCache reads the cache: a header line, one tab-separated line per input (path,
 // size, mtime, sha256, name, version, architecture, source) in path order, one per kept
 // path ("K", path), and a last line with the CRC-32C of the rest. It is plain text rather
 // than gob because every build reads and writes it: 100,000 entries take tens of
 // milliseconds this way. The checksum lets the file be replaced without an fsync: a torn
 // or damaged cache is ignored whole, which only costs a full read of the inputs. ok is
 // false for such a file.
-func parseStatCache(data []byte) (c *statCache, ok bool) {
+func ParseStatCache(data []byte) (c *StatCache, ok bool) {
 	return parseStatCacheText(data, string(data))
 }
 
 // parseStatCacheText is parseStatCache on data and its text (the entries' strings point
 // into text).
-func parseStatCacheText(data []byte, text string) (c *statCache, ok bool) {
-	empty := &statCache{}
+func parseStatCacheText(data []byte, text string) (c *StatCache, ok bool) {
+	empty := &StatCache{}
 	body, ok := strings.CutPrefix(text, statCacheHeader)
 	i := strings.LastIndex(body, "\n"+statCacheTrailer)
 	if !ok || i < 0 {
@@ -66,7 +60,7 @@ func parseStatCacheText(data []byte, text string) (c *statCache, ok bool) {
 	if sumLine != hex.EncodeToString(sum)+"\n" {
 		return empty, false
 	}
-	c = &statCache{Entries: make([]input, 0, strings.Count(body, "\n"))}
+	c = &StatCache{Entries: make([]Input, 0, strings.Count(body, "\n"))}
 	for body != "" {
 		line, rest, _ := strings.Cut(body, "\n")
 		body = rest
@@ -82,7 +76,7 @@ func parseStatCacheText(data []byte, text string) (c *statCache, ok bool) {
 			if err1 != nil || err2 != nil || f[0] == "" || n > 0 && c.Entries[n-1].Path >= f[0] {
 				return empty, false
 			}
-			c.Entries = append(c.Entries, input{Path: f[0], Size: size, MtimeNs: mtime, SHA256: f[3],
+			c.Entries = append(c.Entries, Input{Path: f[0], Size: size, MtimeNs: mtime, SHA256: f[3],
 				Name: f[4], Version: f[5], Architecture: f[6], Source: f[7]})
 		default:
 			return empty, false
@@ -91,10 +85,11 @@ func parseStatCacheText(data []byte, text string) (c *statCache, ok bool) {
 	return c, true
 }
 
-func loadStatCache(path string) *statCache {
+// LoadStatCache reads the stat cache at path; a missing or damaged one is empty.
+func LoadStatCache(path string) *StatCache {
 	data, err := os.ReadFile(path)
 	if err != nil || len(data) == 0 {
-		return &statCache{}
+		return &StatCache{}
 	}
 	// data is not written after this: the entries' strings can share its memory instead
 	// of a copy of 17 MB at 100,000 inputs.
@@ -116,18 +111,18 @@ func splitTabs(line string, f []string) []string {
 	return f
 }
 
-// encode returns the cache file's bytes. Entries must be sorted by path.
-func (c *statCache) encode() []byte {
-	entries := make([]*input, len(c.Entries))
+// Encode returns the cache file's bytes. Entries must be sorted by path.
+func (c *StatCache) Encode() []byte {
+	entries := make([]*Input, len(c.Entries))
 	for i := range c.Entries {
 		entries[i] = &c.Entries[i]
 	}
-	return encodeStatCache(entries, c.Kept)
+	return EncodeStatCache(entries, c.Kept)
 }
 
-// encodeStatCache returns the bytes of a cache of entries, sorted by path, and the kept
+// EncodeStatCache returns the bytes of a cache of entries, sorted by path, and the kept
 // paths.
-func encodeStatCache(entries []*input, kept []string) []byte {
+func EncodeStatCache(entries []*Input, kept []string) []byte {
 	b := make([]byte, 0, len(entries)*200+len(statCacheHeader)+100)
 	b = append(b, statCacheHeader...)
 	for _, in := range entries {
@@ -161,88 +156,4 @@ func appendStatCacheSum(b []byte) []byte {
 	b = append(b, statCacheTrailer...)
 	b = hex.AppendEncode(b, sum)
 	return append(b, '\n')
-}
-
-// nextStatCache returns the stat cache to save after a build of m from prev. It deletes
-// the tree paths the release before prev kept, which no published release lists any more,
-// and prunes the index chunk cache and the file lists.
-func nextStatCache(o *Options, prev, m *manifest.Manifest, ins *inputSet, icache *index.Cache) []byte {
-	kept := ins.kept
-	if prev != nil {
-		kept = pruneKept(o.TreeDir, prev, m, kept)
-	}
-	icache.Prune()
-	pruneFileLists(o, prev, m)
-	return encodeStatCache(ins.all, kept)
-}
-
-// writeStatCache saves the stat cache. The cache is an accelerator: failing to save it
-// costs the next build time, not correctness.
-func writeStatCache(o *Options, data []byte) {
-	_ = atomicfile.WriteFileUnsynced(statCachePath(o), data, 0o644)
-}
-
-// stageStatCache writes the stat cache beside its place, for a commit to put it there
-// (CommitUnsynced); nil if it cannot, which only costs the next build time.
-func stageStatCache(o *Options, data []byte) *atomicfile.Staged {
-	s, err := atomicfile.Stage(statCachePath(o), data, 0o644)
-	if err != nil {
-		return nil
-	}
-	return s
-}
-
-func statCachePath(o *Options) string { return filepath.Join(o.CacheDir, "inputs.txt") }
-
-// pruneKept deletes from tree the paths in oldKept, kept from the release before prev,
-// that m does not list, and returns prev's paths that m no longer lists, to delete next
-// time.
-func pruneKept(tree string, prev, m *manifest.Manifest, oldKept []string) []string {
-	// The candidates are few: the old kept paths, and the previous release's files and
-	// packages that m does not list as they were. One pass over m rules out those it still
-	// serves (a pool file may move between suites, or stay for another suite).
-	const wasKept, nowKept = 1, 2
-	cand := map[string]int{}
-	for _, p := range oldKept {
-		cand[p] |= wasKept
-	}
-	for i, j := 0, 0; i < len(prev.Files); i++ { // both sorted by path
-		for j < len(m.Files) && m.Files[j].Path < prev.Files[i].Path {
-			j++
-		}
-		if j == len(m.Files) || m.Files[j].Path != prev.Files[i].Path {
-			cand[prev.Files[i].Path] |= nowKept
-		}
-	}
-	for i, j := 0, 0; i < len(prev.Packages); i++ { // both in canonical order
-		for j < len(m.Packages) && manifest.ComparePackages(&m.Packages[j], &prev.Packages[i]) < 0 {
-			j++
-		}
-		if j == len(m.Packages) || !m.Packages[j].Equal(&prev.Packages[i]) {
-			cand[prev.Packages[i].Path] |= nowKept
-			for _, f := range prev.Packages[i].Files {
-				cand[f.Path] |= nowKept
-			}
-		}
-	}
-	for _, p := range m.Packages {
-		delete(cand, p.Path)
-		for _, f := range p.Files {
-			delete(cand, f.Path)
-		}
-	}
-	for _, f := range m.Files {
-		delete(cand, f.Path)
-	}
-	var kept []string
-	for p, how := range cand {
-		if how&wasKept != 0 && how&nowKept == 0 {
-			os.Remove(filepath.Join(tree, filepath.FromSlash(p)))
-		}
-		if how&nowKept != 0 {
-			kept = append(kept, p)
-		}
-	}
-	slices.Sort(kept)
-	return kept
 }

@@ -7,23 +7,24 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/armor-apt/armor/gen/inputs"
 	"github.com/armor-apt/armor/manifest"
 )
 
 // TestClaimsOfRuns: claims made in runs on all cores are those of one pass over the
 // groups in configuration order, and the error is the first file's in that order.
 func TestClaimsOfRuns(t *testing.T) {
-	var all []*input
+	var all []*inputs.Input
 	for i := range 30_000 {
 		arch := []string{"amd64", "all", "arm64"}[i%3]
 		name := fmt.Sprintf("p%05d", i)
-		all = append(all, &input{Path: fmt.Sprintf("/in/%s_1_%s.deb", name, arch), Name: name, Version: "1",
+		all = append(all, &inputs.Input{Path: fmt.Sprintf("/in/%s_1_%s.deb", name, arch), Name: name, Version: "1",
 			Architecture: arch, Source: name, SHA256: fmt.Sprintf("%064x", i)})
 	}
-	files := func(ins []*input) []inputFile {
-		var out []inputFile
+	files := func(ins []*inputs.Input) []inputs.File {
+		var out []inputs.File
 		for _, in := range ins {
-			out = append(out, inputFile{path: in.Path})
+			out = append(out, inputs.File{Path: in.Path})
 		}
 		return out
 	}
@@ -38,14 +39,14 @@ func TestClaimsOfRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	byPath := map[string]*input{}
+	byPath := map[string]*inputs.Input{}
 	for _, in := range all {
 		byPath[in.Path] = in
 	}
 	var want []claim
 	for _, g := range groups {
 		for _, f := range g.files {
-			in := byPath[f.path]
+			in := byPath[f.Path]
 			want = append(want, claim{in: in, order: len(want)})
 			if claims[len(want)-1].pkg.Suite != g.suite.Codename || claims[len(want)-1].pkg.Component != g.comp {
 				t.Fatalf("claim %d is in %s/%s, want %s/%s", len(want)-1, claims[len(want)-1].pkg.Suite, claims[len(want)-1].pkg.Component, g.suite.Codename, g.comp)

@@ -1,4 +1,4 @@
-package gen
+package inputs
 
 import (
 	"context"
@@ -51,19 +51,19 @@ func TestWalkSimpleMatchesGlobWalk(t *testing.T) {
 				t.Fatal(err)
 			}
 			slices.Sort(want)
-			files, unmatched, err := expandInputs(context.Background(), base, []string{pat})
+			files, unmatched, err := Expand(context.Background(), base, []string{pat})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if (len(want) == 0) != (len(unmatched) == 1) {
-				t.Errorf("expandInputs(%q) reports %q as matching nothing; it matches %d files", pat, unmatched, len(want))
+				t.Errorf("Expand(%q) reports %q as matching nothing; it matches %d files", pat, unmatched, len(want))
 			}
 			var got []string
 			for _, f := range files {
-				got = append(got, f.path)
+				got = append(got, f.Path)
 			}
 			if !slices.Equal(got, want) {
-				t.Errorf("expandInputs(%q)\n got %q\nwant %q", pat, got, want)
+				t.Errorf("Expand(%q)\n got %q\nwant %q", pat, got, want)
 			}
 		})
 	}
@@ -95,12 +95,12 @@ func TestInputsSymlinkLoop(t *testing.T) {
 	for _, pat := range []string{"debs/**/*.deb", "debs/**/{a,b}_*.deb"} {
 		t.Run(pat, func(t *testing.T) {
 			type answer struct {
-				files []inputFile
+				files []File
 				err   error
 			}
 			done := make(chan answer, 1)
 			go func() {
-				files, _, err := expandInputs(context.Background(), base, []string{pat})
+				files, _, err := Expand(context.Background(), base, []string{pat})
 				done <- answer{files, err}
 			}()
 			var a answer
@@ -114,15 +114,15 @@ func TestInputsSymlinkLoop(t *testing.T) {
 			}
 			var got []string
 			for _, f := range a.files {
-				got = append(got, f.path)
+				got = append(got, f.Path)
 			}
 			if !slices.Equal(got, want) {
-				t.Errorf("expandInputs(%q)\n got %q\nwant %q", pat, got, want)
+				t.Errorf("Expand(%q)\n got %q\nwant %q", pat, got, want)
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			cancel()
-			if _, _, err := expandInputs(ctx, base, []string{pat}); !errors.Is(err, context.Canceled) {
-				t.Errorf("expandInputs(%q) with a cancelled context: %v, want context.Canceled", pat, err)
+			if _, _, err := Expand(ctx, base, []string{pat}); !errors.Is(err, context.Canceled) {
+				t.Errorf("Expand(%q) with a cancelled context: %v, want context.Canceled", pat, err)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 
+	"github.com/armor-apt/armor/gen/tree"
 	"github.com/armor-apt/armor/manifest"
 	"golang.org/x/sync/errgroup"
 )
@@ -18,7 +19,7 @@ import (
 // (--verify rehashes it); anything else is copied, so a replaced input of the same size is
 // never mistaken for the old one. changed indexes pkgs: those the parent does not list as
 // they are.
-func stagePool(tw *treeWriter, o *Options, parent *manifest.Manifest, pkgs []manifest.Package, changed []int, ins *inputSet) error {
+func stagePool(tw *tree.Writer, o *Options, parent *manifest.Manifest, pkgs []manifest.Package, changed []int, ins *inputSet) error {
 	todo := pkgs
 	if _, err := os.Stat(filepath.Join(o.TreeDir, "pool")); parent != nil && err == nil && !o.Verify {
 		// As indexes are: the previous build wrote and renamed the others in place. A tree
@@ -69,7 +70,7 @@ func stagePool(tw *treeWriter, o *Options, parent *manifest.Manifest, pkgs []man
 
 // stageFile copies the local file src to the tree path p, unless it is there already
 // (with --verify, where the tree's copy is checked against sum).
-func stageFile(tw *treeWriter, o *Options, p, sum, src string) error {
+func stageFile(tw *tree.Writer, o *Options, p, sum, src string) error {
 	dst := filepath.Join(o.TreeDir, filepath.FromSlash(p))
 	if src == dst {
 		return nil

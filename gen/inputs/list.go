@@ -1,4 +1,4 @@
-package gen
+package inputs
 
 import (
 	"context"
@@ -10,49 +10,12 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"syscall"
 
-	"github.com/armor-apt/armor/debian/deb"
 	"github.com/bmatcuk/doublestar/v4"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 )
-
-// input is one .deb file named by the configuration, with what the build knows of it.
-type input struct {
-	Path    string
-	Size    int64
-	MtimeNs int64
-	// Known from the stat cache or from reading the file.
-	SHA256                              string
-	Name, Version, Architecture, Source string
-	// pkg is set when the file was read in this build; its stanza is fresh.
-	pkg *deb.Package
-	// src is set instead for a source package (.dsc) read in this build.
-	src *deb.Source
-}
-
-// fresh reports whether the input was read in this build.
-func (in *input) fresh() bool { return in.pkg != nil || in.src != nil }
-
-// isSource reports whether a path names a source package's .dsc.
-func isSource(path string) bool { return strings.HasSuffix(path, ".dsc") }
-
-// readSource reads a .dsc input and what the build needs of it.
-func (in *input) readSource() error {
-	s, err := deb.ReadDscFile(in.Path)
-	if err != nil {
-		return err
-	}
-	if s.Size != in.Size {
-		return fmt.Errorf("%s: changed while being read", in.Path)
-	}
-	in.src = s
-	in.SHA256 = s.SHA256
-	in.Name, in.Version, in.Architecture, in.Source = s.Name, s.Version, "source", s.Name
-	return nil
-}
 
 // fileStat is what the build needs to know of an input without opening it.
 type fileStat struct {
@@ -60,18 +23,21 @@ type fileStat struct {
 	regular, dir  bool
 }
 
-// inputFile is a path an input pattern matched, with its stat.
-type inputFile struct {
-	path    string
+// File is a path an input pattern matched, with its stat.
+type File struct {
+	Path    string
 	st      fileStat
 	statted bool
 }
+
+// IsDir reports whether the file is a directory (a broad pattern matches those too).
+func (f *File) IsDir() bool { return f.st.dir }
 
 func statOf(st *unix.Stat_t) fileStat {
 	return fileStat{st.Size, st.Mtim.Nano(), st.Mode&unix.S_IFMT == unix.S_IFREG, st.Mode&unix.S_IFMT == unix.S_IFDIR}
 }
 
-// expandInputs resolves glob patterns (with ** for any depth) relative to base into a
+// Expand resolves glob patterns (with ** for any depth) relative to base into a
 // list of distinct paths sorted by path, each with its stat, and returns the patterns
 // that matched nothing (the caller decides whether that is an error).
 //
@@ -82,8 +48,8 @@ func statOf(st *unix.Stat_t) fileStat {
 //
 // A directory is walked once per pattern however many symbolic links lead to it, so a
 // link loop among the inputs ends; the walk stops when ctx is cancelled.
-func expandInputs(ctx context.Context, base string, patterns []string) (files []inputFile, unmatched []string, err error) {
-	var out []inputFile
+func Expand(ctx context.Context, base string, patterns []string) (files []File, unmatched []string, err error) {
+	var out []File
 	for _, pat := range patterns {
 		before := len(out)
 		full := pat
@@ -96,7 +62,7 @@ func expandInputs(ctx context.Context, base string, patterns []string) (files []
 			out, err = w.walkSimple(out, root, seg, deep)
 		} else {
 			err = doublestar.GlobWalk(walkFS{root, w}, rel, func(p string, d fs.DirEntry) error {
-				out = append(out, inputFile{path: filepath.Join(root, filepath.FromSlash(p))})
+				out = append(out, File{Path: filepath.Join(root, filepath.FromSlash(p))})
 				return nil
 			})
 		}
@@ -107,10 +73,10 @@ func expandInputs(ctx context.Context, base string, patterns []string) (files []
 			unmatched = append(unmatched, pat)
 		}
 	}
-	if len(patterns) > 1 || !slices.IsSortedFunc(out, func(a, b inputFile) int { return strings.Compare(a.path, b.path) }) {
-		out = sortedInputs(out) // one pattern lists each path once; compacting is a no-op then
+	if len(patterns) > 1 || !slices.IsSortedFunc(out, func(a, b File) int { return strings.Compare(a.Path, b.Path) }) {
+		out = Sorted(out) // one pattern lists each path once; compacting is a no-op then
 	}
-	if err := statInputs(out); err != nil {
+	if err := Stat(out); err != nil {
 		return nil, nil, err
 	}
 	return out, unmatched, nil
@@ -132,7 +98,7 @@ func simplePattern(rel string) (seg string, deep bool, ok bool) {
 // (following symbolic links to directories, as GlobWalk does). It reads each directory
 // once, sorts only the names that match and stats nothing, where GlobWalk sorts every
 // directory's entries and stats each match: that showed at 100,000 inputs.
-func (w *dirWalk) walkSimple(out []inputFile, root, seg string, deep bool) ([]inputFile, error) {
+func (w *dirWalk) walkSimple(out []File, root, seg string, deep bool) ([]File, error) {
 	f, err := os.Open(root)
 	if errors.Is(err, fs.ErrNotExist) {
 		return out, nil // as GlobWalk: a pattern under a missing directory matches nothing
@@ -186,7 +152,7 @@ func (w *dirWalk) walkSimple(out []inputFile, root, seg string, deep bool) ([]in
 	for _, name := range names {
 		p := root + name
 		if !deep || matchName(seg, name) {
-			out = append(out, inputFile{path: p})
+			out = append(out, File{Path: p})
 		}
 		if dirs[name] {
 			subdirs = append(subdirs, p)
@@ -263,7 +229,7 @@ func (f walkFS) ReadDir(name string) ([]fs.DirEntry, error) {
 // it, relative to the directory's descriptor; a large directory from two goroutines (at
 // 100,000 inputs that took the stats from about 135 to 100 ms here; below a few thousand
 // a goroutine is not worth starting).
-func statAt(dirfd, cut int, files []inputFile) error {
+func statAt(dirfd, cut int, files []File) error {
 	if len(files) < 8192 {
 		return statAtSerial(dirfd, cut, files)
 	}
@@ -277,12 +243,12 @@ func statAt(dirfd, cut int, files []inputFile) error {
 	return err
 }
 
-func statAtSerial(dirfd, cut int, files []inputFile) error {
+func statAtSerial(dirfd, cut int, files []File) error {
 	var st unix.Stat_t
 	for i := range files {
 		f := &files[i]
-		if err := unix.Fstatat(dirfd, f.path[cut:], &st, 0); err != nil {
-			return fmt.Errorf("read input: %w", &fs.PathError{Op: "stat", Path: f.path, Err: err})
+		if err := unix.Fstatat(dirfd, f.Path[cut:], &st, 0); err != nil {
+			return fmt.Errorf("read input: %w", &fs.PathError{Op: "stat", Path: f.Path, Err: err})
 		}
 		f.st, f.statted = statOf(&st), true
 	}
@@ -299,8 +265,8 @@ func matchName(seg, name string) bool {
 	return ok
 }
 
-// statInputs fills in the stat of every file, following symbolic links, in parallel.
-func statInputs(files []inputFile) error {
+// Stat fills in the stat of every file, following symbolic links, in parallel.
+func Stat(files []File) error {
 	const batch = 1024
 	var g errgroup.Group
 	g.SetLimit(runtime.GOMAXPROCS(0))
@@ -313,8 +279,8 @@ func statInputs(files []inputFile) error {
 				if f.statted {
 					continue
 				}
-				if err := unix.Stat(f.path, &st); err != nil {
-					return fmt.Errorf("read input: %w", &fs.PathError{Op: "stat", Path: f.path, Err: err})
+				if err := unix.Stat(f.Path, &st); err != nil {
+					return fmt.Errorf("read input: %w", &fs.PathError{Op: "stat", Path: f.Path, Err: err})
 				}
 				f.st, f.statted = statOf(&st), true
 			}
@@ -324,70 +290,33 @@ func statInputs(files []inputFile) error {
 	return g.Wait()
 }
 
-// readInputs stats every input and reads those the cache cannot vouch for, in parallel.
-func readInputs(ctx context.Context, files []inputFile, cache *statCache, verify bool, progress func(done, total int)) ([]*input, int, error) {
-	ins := make([]*input, len(files))
-	slab := make([]input, len(files))
-	var toRead []int
-	cached, k := cache.Entries, 0
-	for i, f := range files {
-		p, st := f.path, f.st
-		if !st.regular {
-			return nil, 0, fmt.Errorf("read input %s: not a regular file (a pattern in armor.toml matched it; make the pattern match only .deb, .udeb, .ddeb or .dsc files)", p)
+// Sorted sorts files by path and drops repeated paths.
+func Sorted(files []File) []File {
+	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Path, b.Path) })
+	return slices.CompactFunc(files, func(a, b File) bool { return a.Path == b.Path })
+}
+
+// packageExts are the extensions of the files an input pattern is meant to match.
+var packageExts = []string{".deb", ".udeb", ".ddeb", ".dsc"}
+
+// PackageFiles drops what a broad pattern ("debs/**/*") matches that is not a package:
+// directories, and the files beside a .dsc (the tarballs and patches it names, read
+// through it). Other files, and a directory named like a package, stay, and are refused
+// as not a package.
+func PackageFiles(files []File) []File {
+	dirs := map[string]bool{}
+	drop := false
+	for _, f := range files {
+		if IsSource(f.Path) {
+			dirs[filepath.Dir(f.Path)] = true
 		}
-		in := &slab[i]
-		*in = input{Path: p, Size: st.size, MtimeNs: st.mtimeNs}
-		for k < len(cached) && cached[k].Path < p {
-			k++ // files and the cache are both sorted by path
-		}
-		if k < len(cached) && cached[k].Path == p && !verify &&
-			cached[k].Size == in.Size && cached[k].MtimeNs == in.MtimeNs && cached[k].SHA256 != "" {
-			*in = cached[k]
-			in.pkg, in.src = nil, nil
-		} else {
-			toRead = append(toRead, i)
-		}
-		ins[i] = in
+		drop = drop || f.st.dir
 	}
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	var done atomic.Int64
-	for _, i := range toRead {
-		in := ins[i]
-		g.Go(func() error {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if isSource(in.Path) {
-				if err := in.readSource(); err != nil {
-					return err
-				}
-				if progress != nil {
-					progress(int(done.Add(1)), len(toRead))
-				}
-				return nil
-			}
-			pkg, err := deb.ReadFile(in.Path)
-			if err != nil {
-				return err
-			}
-			if t, _ := pkg.Value("Package-Type"); t == "udeb" && packageExt(in.Path) != ".udeb" {
-				return fmt.Errorf("%s: field Package-Type: an installer package (udeb) must be named .udeb, so that it is listed only in the debian-installer index: rename the file", in.Path)
-			}
-			if pkg.Size != in.Size {
-				return fmt.Errorf("%s: changed while being read", in.Path)
-			}
-			in.pkg = pkg
-			in.SHA256 = pkg.SHA256
-			in.Name, in.Version, in.Architecture, in.Source = pkg.Name, pkg.Version, pkg.Architecture, pkg.Source
-			if progress != nil {
-				progress(int(done.Add(1)), len(toRead))
-			}
-			return nil
-		})
+	if len(dirs) == 0 && !drop {
+		return files
 	}
-	if err := g.Wait(); err != nil {
-		return nil, 0, err
-	}
-	return ins, len(toRead), nil
+	return slices.DeleteFunc(files, func(f File) bool {
+		pkg := slices.ContainsFunc(packageExts, func(e string) bool { return strings.HasSuffix(f.Path, e) })
+		return !pkg && (f.st.dir || dirs[filepath.Dir(f.Path)])
+	})
 }
