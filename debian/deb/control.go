@@ -2,8 +2,10 @@ package deb
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"pault.ag/go/debian/version"
 )
@@ -89,6 +91,9 @@ func newPackage(name string, control []byte) (*Package, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w: control file: %w", name, ErrNotDeb, err)
 	}
+	if err := checkUTF8(name, fields); err != nil {
+		return nil, err
+	}
 	p := &Package{Fields: fields}
 	required := func(field string) (string, error) {
 		v, ok := p.Value(field)
@@ -122,6 +127,30 @@ func newPackage(name string, control []byte) (*Package, error) {
 		}
 	}
 	return p, nil
+}
+
+// ErrNotUTF8 is wrapped by a FieldError for a value that is not valid UTF-8: Debian
+// Policy 5.1 makes control files UTF-8, and apt, the page and every index reader take the
+// Packages file as UTF-8, so such a value is refused rather than published as it is.
+var ErrNotUTF8 = errors.New("not valid UTF-8")
+
+// checkUTF8 refuses a field whose value is not valid UTF-8, naming the byte.
+func checkUTF8(name string, fields []Field) error {
+	for _, f := range fields {
+		if utf8.ValidString(f.Value) {
+			continue
+		}
+		at := 0
+		for at < len(f.Value) {
+			r, n := utf8.DecodeRuneInString(f.Value[at:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			at += n
+		}
+		return &FieldError{Path: name, Field: f.Name, Err: fmt.Errorf("%w: byte %#x at offset %d of the value (Debian control files are UTF-8: convert it, e.g. iconv -f latin1 -t utf-8)", ErrNotUTF8, f.Value[at], at)}
+	}
+	return nil
 }
 
 // checkPackageName applies Debian Policy 5.6.1: at least two characters from

@@ -162,6 +162,7 @@ func TestReadErrors(t *testing.T) {
 		{name: "bad source version", data: replace("Package: hello", "Package: hello\nSource: hi (a b)"), field: "Source", contains: []string{"a b"}},
 		{name: "bad source name", data: replace("Package: hello", "Package: hello\nSource: Hi"), field: "Source"},
 		{name: "unclosed source version", data: replace("Package: hello", "Package: hello\nSource: hi (1.0"), field: "Source"},
+		{name: "latin-1 description", data: replace("Package: hello", "Package: hello\nHomepage: Ren\xe9 <r@example.org>"), is: []error{ErrNotUTF8}, field: "Homepage", contains: []string{"byte 0xe9 at offset 3"}},
 		{name: "duplicate field", data: replace("Package: hello", "Package: hello\npackage: hello"), is: []error{ErrNotDeb}, contains: []string{"twice"}},
 		{name: "continuation first", data: withControl(" Package: hello\n"), is: []error{ErrNotDeb}, contains: []string{"continuation"}},
 		{name: "line without colon", data: replace("Package: hello", "Package: hello\nnonsense"), is: []error{ErrNotDeb}, contains: []string{"line 2"}},

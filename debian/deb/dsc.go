@@ -160,6 +160,9 @@ func ParseDsc(data []byte, name string) (*Source, error) {
 		}
 		s.Fields = append(s.Fields, Field{Name: k, Value: v})
 	}
+	if err := checkUTF8(name, s.Fields); err != nil {
+		return nil, err
+	}
 	md, s1, s256 := md5.Sum(data), sha1.Sum(data), sha256.Sum256(data)
 	s.MD5, s.SHA1, s.SHA256 = hex.EncodeToString(md[:]), hex.EncodeToString(s1[:]), hex.EncodeToString(s256[:])
 	return s, nil

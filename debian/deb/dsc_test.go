@@ -108,6 +108,7 @@ func TestParseDscRejects(t *testing.T) {
 		"not in files":    {strings.Replace(good, " 3 x.tar.gz\nFiles", " 3 y.tar.gz\nFiles", 1), "field Checksums-Sha256"},
 		"no format":       {strings.Replace(good, "Format: 3.0 (quilt)\n", "", 1), "field Format"},
 		"not a paragraph": {"garbage\n", "not a Debian source control file"},
+		"latin-1":         {strings.Replace(good, "Source: hello\n", "Source: hello\nMaintainer: Ren\xe9\n", 1), "field Maintainer: not valid UTF-8"},
 	} {
 		if _, err := ParseDsc([]byte(c.in), "x.dsc"); err == nil || !strings.HasPrefix(err.Error(), "x.dsc") || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want an error naming x.dsc and %q", name, err, c.want)
