@@ -1,0 +1,279 @@
+package gate
+
+import (
+	"slices"
+
+	"github.com/armor-apt/armor/debian/relation"
+	"pault.ag/go/debian/version"
+)
+
+// Universe is the set of packages that one installation can draw from: those of a
+// native architecture, of "all", and of the foreign architectures dpkg is told of. It
+// answers, for each package, which packages can meet each of its dependencies and which
+// it cannot be installed with, as dpkg and apt read Depends, Pre-Depends, Conflicts,
+// Breaks, Provides and Multi-Arch (see matches). Answers are computed on first use and
+// kept; a Universe is not safe for concurrent use.
+type Universe struct {
+	Native  string
+	Foreign []string
+	archs   []string // Native, then Foreign
+
+	pkgs     []Package
+	byName   map[string][]int32   // real packages by name
+	provided map[string][]provide // providers by provided name
+	// conflicters lists, by name, the packages whose Conflicts or Breaks name it.
+	conflicters map[string][]int32
+	essential   [][]int32 // for each Essential name, its essential packages
+
+	// External, when set, says whether a name that no package of the universe has or
+	// provides is met from outside it (a repository checked without a base).
+	External func(name string) bool
+
+	deps  [][][]int32 // per package, once resolved: its dependencies' candidates
+	confl [][]int32   // per package, once resolved: every package it cannot be installed with
+	// ownConfl and ownDone: per package, what its own fields and name rule out (own).
+	ownConfl [][]int32
+	ownDone  []bool
+	done  []uint8     // per package: depsDone | conflDone
+	// anyAsDose makes ":any" match as dose-distcheck 7 does (see matchReal).
+	anyAsDose bool
+}
+
+const (
+	depsDone uint8 = 1 << iota
+	conflDone
+)
+
+type provide struct {
+	pkg       int32
+	versioned bool
+	ver       version.Version
+}
+
+// NewUniverse makes the universe of the packages of the native architecture, of the
+// foreign ones and of "all" among pkgs; packages of other architectures are left out,
+// and a package listed twice (same name, version and architecture) counts once.
+func NewUniverse(pkgs []Package, native string, foreign ...string) *Universe {
+	u := &Universe{
+		Native: native, Foreign: foreign, archs: append([]string{native}, foreign...),
+		byName: map[string][]int32{}, provided: map[string][]provide{}, conflicters: map[string][]int32{},
+	}
+	type key struct{ name, version, arch string }
+	seen := make(map[key]bool, len(pkgs))
+	u.pkgs = make([]Package, 0, len(pkgs))
+	essential := map[string]int{}
+	for i := range pkgs {
+		p := &pkgs[i]
+		if p.Architecture != "all" && !slices.Contains(u.archs, p.Architecture) {
+			continue
+		}
+		k := key{p.Name, p.Version, p.Architecture}
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		id := int32(len(u.pkgs))
+		u.pkgs = append(u.pkgs, *p)
+		u.byName[p.Name] = append(u.byName[p.Name], id)
+		for _, pr := range p.Provides {
+			pv := provide{pkg: id}
+			if pr.Op == relation.Equal {
+				pv.versioned = true
+				pv.ver, _ = version.Parse(pr.Version)
+			}
+			u.provided[pr.Name] = append(u.provided[pr.Name], pv)
+		}
+		for _, c := range p.Conflicts {
+			u.conflicters[c.Name] = appendOnce(u.conflicters[c.Name], id)
+		}
+		for _, c := range p.Breaks {
+			u.conflicters[c.Name] = appendOnce(u.conflicters[c.Name], id)
+		}
+		if p.Essential {
+			j, ok := essential[p.Name]
+			if !ok {
+				j = len(u.essential)
+				essential[p.Name] = j
+				u.essential = append(u.essential, nil)
+			}
+			u.essential[j] = append(u.essential[j], id)
+		}
+	}
+	u.deps = make([][][]int32, len(u.pkgs))
+	u.confl = make([][]int32, len(u.pkgs))
+	u.done = make([]uint8, len(u.pkgs))
+	return u
+}
+
+func appendOnce(s []int32, id int32) []int32 {
+	if len(s) > 0 && s[len(s)-1] == id {
+		return s
+	}
+	return append(s, id)
+}
+
+// Len is the number of packages.
+func (u *Universe) Len() int { return len(u.pkgs) }
+
+// Package returns package id.
+func (u *Universe) Package(id int32) *Package { return &u.pkgs[id] }
+
+// Lookup returns the packages with the name, any version and architecture.
+func (u *Universe) Lookup(name string) []int32 { return u.byName[name] }
+
+// Known reports whether a package of the universe has or provides the name.
+func (u *Universe) Known(name string) bool {
+	return len(u.byName[name]) > 0 || len(u.provided[name]) > 0
+}
+
+// Essential returns, for each name some package marks Essential: yes, the packages that
+// do: every installation holds one of each.
+func (u *Universe) Essential() [][]int32 { return u.essential }
+
+// archOf is the architecture a package is installed as: its own, or the native one for
+// Architecture: all.
+func (u *Universe) archOf(p *Package) string {
+	if p.Architecture == "all" {
+		return u.Native
+	}
+	return p.Architecture
+}
+
+// Depends returns, for each dependency of package id (Pre-Depends, then Depends), the
+// packages that meet it. A dependency that nothing in the universe meets has none;
+// one met from outside (see External) is left out.
+func (u *Universe) Depends(id int32) [][]int32 {
+	if u.done[id]&depsDone != 0 {
+		return u.deps[id]
+	}
+	p := &u.pkgs[id]
+	arch := u.archOf(p)
+	var out [][]int32
+	for _, field := range [][][]relation.Relation{p.PreDepends, p.Depends} {
+		for _, alts := range field {
+			cands, external := u.candidates(alts, arch)
+			if !external {
+				out = append(out, cands)
+			}
+		}
+	}
+	u.deps[id] = out
+	u.done[id] |= depsDone
+	return out
+}
+
+// candidates returns the packages that meet one of alts for a package installed as
+// arch, in the order of the alternatives, and whether an alternative is met from
+// outside the universe.
+func (u *Universe) candidates(alts []relation.Relation, arch string) (out []int32, external bool) {
+	for i := range alts {
+		r := &alts[i]
+		n := len(out)
+		out = u.matchReal(out, r, arch)
+		out = u.matchVirtual(out, r, arch)
+		if len(out) == n && u.External != nil && !u.Known(r.Name) && u.External(r.Name) {
+			return nil, true
+		}
+	}
+	return dedup(out), false
+}
+
+// dedup drops repeated ids, keeping the first of each.
+func dedup(ids []int32) []int32 {
+	if len(ids) < 2 {
+		return ids
+	}
+	out := ids[:0]
+	for i, id := range ids {
+		if !slices.Contains(ids[:i], id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// target is the architecture an unqualified or qualified relation of a package
+// installed as arch names; "" for ":any".
+func (u *Universe) target(r *relation.Relation, arch string) string {
+	switch r.Arch {
+	case "":
+		return arch
+	case "any":
+		return ""
+	case "native":
+		return u.Native
+	}
+	return r.Arch
+}
+
+// matchReal appends the packages named r.Name that meet r, for a package installed as
+// arch: those installed as the architecture r names (its own by default), and a
+// Multi-Arch: foreign one of any architecture of the universe. "name:any" is met by a
+// Multi-Arch: allowed package of any architecture, as dpkg and apt have it.
+// dose-distcheck 7 lets any package of the name meet "name:any", whatever its
+// Multi-Arch, and whatever version the relation asks for; anyAsDose does the same, for
+// the differential test to show that this is the only difference.
+func (u *Universe) matchReal(out []int32, r *relation.Relation, arch string) []int32 {
+	want := u.target(r, arch)
+	for _, id := range u.byName[r.Name] {
+		t := &u.pkgs[id]
+		switch {
+		case want == "" && u.anyAsDose:
+			out = append(out, id)
+			continue
+		case want == "":
+			if t.MultiArch != MAAllowed {
+				continue
+			}
+		case u.archOf(t) == want:
+		case t.MultiArch == MAForeign && slices.Contains(u.archs, want):
+		default:
+			continue
+		}
+		if u.satisfies(t.ver, r) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// matchVirtual appends the packages that provide r.Name in a way that meets r: an
+// unversioned relation is met by any Provides of the name, a versioned one only by a
+// Provides with an "=" version that meets it. A package provides for its own
+// architecture, for every one if it is Multi-Arch: foreign, and for ":any" if it is
+// Multi-Arch: allowed.
+func (u *Universe) matchVirtual(out []int32, r *relation.Relation, arch string) []int32 {
+	want := u.target(r, arch)
+	for _, pv := range u.provided[r.Name] {
+		t := &u.pkgs[pv.pkg]
+		if r.Op != relation.Any && (!pv.versioned || !u.satisfies(pv.ver, r)) {
+			continue
+		}
+		switch {
+		case want == "":
+			if t.MultiArch != MAAllowed {
+				continue
+			}
+		case t.MultiArch == MAForeign:
+			if !slices.Contains(u.archs, want) {
+				continue
+			}
+		case u.archOf(t) != want:
+			continue
+		}
+		out = append(out, pv.pkg)
+	}
+	return out
+}
+
+// satisfies reports whether v meets r's version constraint.
+func (u *Universe) satisfies(v version.Version, r *relation.Relation) bool {
+	if r.Op == relation.Any {
+		return true
+	}
+	want, err := version.Parse(r.Version)
+	if err != nil {
+		return false
+	}
+	return r.Op.Holds(version.Compare(v, want))
+}
