@@ -34,7 +34,7 @@ type Universe struct {
 	// ownConfl and ownDone: per package, what its own fields and name rule out (own).
 	ownConfl [][]int32
 	ownDone  []bool
-	done  []uint8     // per package: depsDone | conflDone
+	done     []uint8 // per package: depsDone | conflDone
 	// anyAsDose makes ":any" match as dose-distcheck 7 does (see matchReal).
 	anyAsDose bool
 }

@@ -14,11 +14,12 @@ type Problem interface {
 // A literal is a variable times two, plus one if negated.
 type lit = int32
 
-func pos(v int32) lit    { return v << 1 }
-func neg(v int32) lit    { return v<<1 | 1 }
-func varOf(l lit) int32  { return l >> 1 }
-func isNeg(l lit) bool   { return l&1 == 1 }
-func notLit(l lit) lit   { return l ^ 1 }
+func pos(v int32) lit   { return v << 1 }
+func neg(v int32) lit   { return v<<1 | 1 }
+func varOf(l lit) int32 { return l >> 1 }
+func isNeg(l lit) bool  { return l&1 == 1 }
+func notLit(l lit) lit  { return l ^ 1 }
+
 const noReason int32 = -1
 
 // Solver checks packages one at a time; it reuses its memory from one check to the
@@ -27,11 +28,11 @@ type Solver struct {
 	p Problem
 	n int
 
-	value   []int8  // per variable: 0 unassigned, 1 true, -1 false
-	level   []int32 // per variable: the decision level it was assigned at
-	reason  []int32 // per variable: the clause that implied it, or noReason
-	seen    []bool  // per variable, during analysis
-	inst    []bool  // per variable: its clauses are in the database
+	value   []int8    // per variable: 0 unassigned, 1 true, -1 false
+	level   []int32   // per variable: the decision level it was assigned at
+	reason  []int32   // per variable: the clause that implied it, or noReason
+	seen    []bool    // per variable, during analysis
+	inst    []bool    // per variable: its clauses are in the database
 	depsOf  [][]int32 // per variable: its dependency clauses, once instantiated
 	watches [][]int32 // per literal: clauses watching it (visited when it becomes false)
 	touched []int32   // variables whose state must be cleared before the next check
