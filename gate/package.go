@@ -32,7 +32,8 @@ type Package struct {
 	// SHA256 is the .deb's digest, when the stanza names it.
 	SHA256 string
 
-	ver version.Version
+	ver  version.Version
+	base bool // listed by a base repository, not the one checked
 }
 
 // ID renders the package's identity as dose-distcheck and apt print it.
