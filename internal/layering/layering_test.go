@@ -48,6 +48,16 @@ var rules = []rule{
 		why:   "the xz codec stands alone beside its user, gen/index: it knows nothing of indexes or Debian",
 	},
 	{
+		from: []string{"gate/..."},
+		deny: []string{"gen/...", "publish/...", "store/...", "controld/...", "edged/...", "cli/..."},
+		why:  "the release gate judges packages; the build calls it through a hook, and it neither builds, pushes nor serves",
+	},
+	{
+		from: []string{"gen/...", "manifest/...", "debian/..."},
+		deny: []string{"gate/..."},
+		why:  "the build takes the gate as a hook (gen.Options.Gate), so that it stays a library of its own",
+	},
+	{
 		from: []string{"debian/..."},
 		deny: []string{"gen/...", "publish/...", "store/...", "controld/...", "edged/...", "cli/..."},
 		why:  "the Debian and OpenPGP formats are neutral ground: they neither build, push nor serve",
