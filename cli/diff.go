@@ -2,8 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,14 +19,14 @@ import (
 // DiffCmd compares manifests: files, or releases recorded in controld.
 type DiffCmd struct {
 	ControlFlags
-	Old    string `arg:"" optional:"" help:"Old release: a manifest file, or a release recorded in controld (its id, or a unique prefix of at least 8 hex digits). Default: the last committed manifest, from git."`
+	Old    string `arg:"" optional:"" help:"Old release: a manifest file, or a release recorded in controld (its id, or a unique prefix of at least 4 hex digits). Default: the last committed manifest, from git."`
 	New    string `arg:"" optional:"" help:"New release, as the old one. Default: the working manifest."`
 	Active bool   `help:"Compare the repository's active release (in controld) with the one argument given, else with the working manifest: review a push --no-activate draft before armor activate."`
 }
 
 // Help is diff's detailed help: what each argument may be.
 func (c *DiffCmd) Help() string {
-	return `Each argument is a manifest file, or else a release recorded in controld: its id or a unique prefix of at least 8 hex digits, whose manifest is read from the store by its digest (a read token). With two arguments diff compares them; with one, that one against the working manifest (armor.toml's [output] manifest); with none, the working manifest against the one last committed in git. --active takes the active release as the old one.`
+	return `Each argument is a manifest file, or else a release recorded in controld: its id or a unique prefix of at least 4 hex digits, whose manifest is read from the store by its digest (a read token). With two arguments diff compares them; with one, that one against the working manifest (armor.toml's [output] manifest); with none, the working manifest against the one last committed in git. --active takes the active release as the old one.`
 }
 
 // Run diffs.
@@ -126,7 +128,13 @@ func (d *diffSources) argOrWorking(arg string) (*manifest.Manifest, error) {
 
 // arg is the manifest an argument names: a file, else a release recorded in controld.
 func (d *diffSources) arg(arg string) (*manifest.Manifest, error) {
-	if fi, err := os.Stat(arg); err == nil && !fi.IsDir() || !releaseIDArg(arg) {
+	fi, err := os.Stat(arg)
+	switch {
+	case err == nil && !fi.IsDir():
+		return manifest.Load(arg)
+	case !releaseIDArg(arg) && errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%s: no such manifest file, nor a release id (its id, or a unique prefix of at least %d hex digits, as armor releases list shows)", arg, minIDPrefix)
+	case !releaseIDArg(arg):
 		return manifest.Load(arg)
 	}
 	return d.release(arg)

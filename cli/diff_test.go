@@ -39,6 +39,7 @@ func TestDiffReleases(t *testing.T) {
 	}{
 		{[]string{"--active"}, added},
 		{[]string{r1[:8]}, added},
+		{[]string{r1[:4]}, added},
 		{[]string{r1}, added},
 		{[]string{r1[:12], r2[:8]}, added},
 		{[]string{r2[:10], r1}, removed},
@@ -67,7 +68,7 @@ func TestDiffReleases(t *testing.T) {
 
 	armorFails(t, 1, []string{"release deadbeef00", "no recorded release whose id starts with it", site.url}, "-c", p.cfg, "diff", "deadbeef00")
 	armorFails(t, 1, []string{"release deadbeef00"}, "-c", p.cfg, "diff", r1[:8], "deadbeef00")
-	armorFails(t, 1, []string{"nothere.toml"}, "-c", p.cfg, "diff", "nothere.toml")
+	armorFails(t, 1, []string{"nothere.toml: no such manifest file, nor a release id"}, "-c", p.cfg, "diff", "nothere.toml")
 	armorFails(t, 2, []string{"--active"}, "-c", p.cfg, "diff", "--active", r1[:8], r2[:8])
 
 	// Without controld, an id is refused naming what is missing.

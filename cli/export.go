@@ -19,7 +19,7 @@ import (
 type ExportCmd struct {
 	ControlFlags
 	Dir     string `arg:"" help:"Directory to write dists/ and pool/ into (made if missing), for nginx or any static server." type:"path"`
-	Release string `help:"Export this release recorded in controld (its id, or a unique prefix of at least 8 hex digits) instead of the local manifest's." xor:"which" placeholder:"ID"`
+	Release string `help:"Export this release recorded in controld (its id, or a unique prefix of at least 4 hex digits) instead of the local manifest's." xor:"which" placeholder:"ID"`
 	Active  bool   `help:"Export the repository's active release, as controld says." xor:"which"`
 	Verify  bool   `help:"Re-hash every file already in DIR before keeping it; without it, a pool/ or by-hash/ file of the listed size is kept."`
 	Delete  bool   `help:"Then remove the files under DIR/dists and DIR/pool that the release does not list (nothing outside those two)."`
@@ -156,7 +156,8 @@ func recordedManifest(ctx context.Context, cfgPath string, cfg *config.File, f C
 }
 
 // minIDPrefix is the fewest hex digits of a release id a command takes for the release.
-const minIDPrefix = 8
+// Four, as git's shortest abbreviation: what a user copies from a log or a page.
+const minIDPrefix = 4
 
 // releaseIDArg reports whether s reads as a release id or a prefix of one: at least
 // minIDPrefix and at most 64 lowercase hex digits.

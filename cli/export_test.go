@@ -155,7 +155,7 @@ func TestExportCommand(t *testing.T) {
 	}
 
 	armorFails(t, 1, []string{"release deadbeef00", "no recorded release", "repository test"}, "-c", p.cfg, "export", dir, "--release", "deadbeef00")
-	armorFails(t, 2, []string{`release "abc"`, "at least 8"}, "-c", p.cfg, "export", dir, "--release", "abc")
+	armorFails(t, 2, []string{`release "abc"`, "at least 4"}, "-c", p.cfg, "export", dir, "--release", "abc")
 	armorFails(t, 2, []string{"the tree armor build writes"}, "-c", p.cfg, "export", p.tree())
 	link := filepath.Join(t.TempDir(), "tree")
 	if err := os.Symlink(p.tree(), link); err != nil {
