@@ -48,6 +48,7 @@ func (c *PushCmd) Run(g *Globals) error {
 		Controld: c.ControldFlags, Progress: g.stderr,
 	}
 	batchgc.Set()
+	var repaired *publish.RepairReport
 	if c.Repair {
 		r, err := repair(g, c.Jobs, c.ReadData)
 		if err != nil {
@@ -56,8 +57,10 @@ func (c *PushCmd) Run(g *Globals) error {
 		if !c.StoreOnly && !c.DryRun {
 			recheckRepaired(g, c.ControldFlags, r)
 		}
+		repaired = r
 	}
 	res, err := runPush(g.ctx, g.Config, o)
+	res.countRepaired(repaired)
 	for attempt := 1; c.Rebase && attempt <= maxRebases; attempt++ {
 		why := rebaseReason(res, err)
 		if why == "" {
@@ -230,6 +233,23 @@ func preflightError(err error, f ControldFlags, cfg *config.File) error {
 		hint = " (the URL is from " + f.urlSource(cfg) + "; --store-only uploads without recording)"
 	}
 	return fmt.Errorf("%w%s; nothing was uploaded", err, hint)
+}
+
+// countRepaired counts the objects push --repair uploaded again as uploaded by this push:
+// the push that follows finds them present, and would otherwise report "uploaded 0".
+func (r *pushResult) countRepaired(rep *publish.RepairReport) {
+	if r == nil || rep == nil {
+		return
+	}
+	for _, p := range rep.Repaired {
+		size := max(0, p.Size) // -1: a manifest, whose size controld does not record
+		r.Uploaded++
+		r.BytesUploaded += size
+		if r.Present > 0 {
+			r.Present--
+			r.BytesPresent = max(0, r.BytesPresent-size)
+		}
+	}
 }
 
 func newPushResult(r *publish.PushResult) *pushResult {

@@ -256,7 +256,7 @@ func TestStoreCheckReportsToControld(t *testing.T) {
 	}
 
 	out := armor(t, "-c", p.cfg, "push", "--repair")
-	if out.code != 0 || !strings.Contains(out.stderr, "1 uploaded again") {
+	if out.code != 0 || !strings.Contains(out.stderr, "1 uploaded again") || !strings.Contains(out.stdout, "; uploaded 1 (") {
 		t.Fatalf("push --repair: want exit 0 and the object uploaded again, got %s", out)
 	}
 	if got := site.active(t); got != m2.ID {
