@@ -253,6 +253,9 @@ func TestInit(t *testing.T) {
 	if fi.Mode().Perm() != 0o600 {
 		t.Errorf("secret key mode = %v, want 0600", fi.Mode().Perm())
 	}
+	if ig, err := os.ReadFile(filepath.Join(dir, ".gitignore")); err != nil || !strings.Contains(string(ig), "\n/public/\n/debs/\n") {
+		t.Errorf("init's .gitignore does not ignore the tree and the inputs: %v\n%s", err, ig)
+	}
 	for _, p := range []string{"keys/x-archive-keyring.asc", "keys/x-archive-keyring.gpg"} {
 		if data, err := os.ReadFile(filepath.Join(dir, p)); err != nil || len(data) == 0 {
 			t.Errorf("%s: %v (%d bytes)", p, err, len(data))

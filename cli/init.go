@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -50,6 +52,8 @@ func (c *InitCmd) Run(g *Globals) error {
 signing key %s
   secret key: %s (git ignores .armor/: it never leaves this machine)
   public key: %s (armored), %s (keyring for /usr/share/keyrings and Signed-By)
+git ignores public/ (the tree armor build writes) and debs/ (the inputs; CI builds them):
+  commit armor.toml, keys/, .gitignore and, after each build, manifest.toml
 put .deb files under %s, then run: armor build && armor push
 `, res.Config, res.Fingerprint, res.SecretKey, res.PublicKey, res.Keyring, res.Inputs)
 	return nil
@@ -159,6 +163,9 @@ func runInit(c *InitCmd, pass []byte) (*initResult, error) {
 	if err := atomicfile.WriteFile(filepath.Join(armorDir, ".gitignore"), []byte("# armor's private state: secret keys, build cache, local store.\n*\n"), 0o644); err != nil {
 		return nil, err
 	}
+	if err := ignoreInGit(c.Dir, "public", "debs"); err != nil {
+		return nil, err
+	}
 	keyPath := filepath.Join(armorDir, "keys", "signing.sec.asc")
 	k, err := generateKey(c.KeyName, "", sign.Algorithm(c.KeyAlgo), keyPath, pass, c.Force)
 	if err != nil {
@@ -177,4 +184,36 @@ func runInit(c *InitCmd, pass []byte) (*initResult, error) {
 		PublicKey: pubBase + ".asc", Keyring: pubBase + ".gpg",
 		Inputs: filepath.Join(c.Dir, "debs"),
 	}, nil
+}
+
+// ignoreInGit adds each directory of dir to dir/.gitignore (as "/name/"), unless the file
+// lists it already; lines of a .gitignore that exists are kept.
+func ignoreInGit(dir string, names ...string) error {
+	p := filepath.Join(dir, ".gitignore")
+	old, err := os.ReadFile(p)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	have := map[string]bool{}
+	for _, l := range strings.Split(string(old), "\n") {
+		have[strings.TrimSpace(l)] = true
+	}
+	out := append([]byte(nil), old...)
+	if len(out) > 0 && out[len(out)-1] != '\n' {
+		out = append(out, '\n')
+	}
+	added := false
+	for _, n := range names {
+		if have["/"+n+"/"] || have["/"+n] || have[n+"/"] || have[n] {
+			continue
+		}
+		if !added && len(old) == 0 {
+			out = append(out, "# armor: the tree armor build writes, and the .deb inputs (CI builds them)\n"...)
+		}
+		out, added = append(out, "/"+n+"/\n"...), true
+	}
+	if !added {
+		return nil
+	}
+	return atomicfile.WriteFile(p, out, 0o644)
 }
