@@ -50,6 +50,7 @@ type CLI struct {
 	GC       GCCmd       `cmd:"" name:"gc" help:"Delete what no kept release references from the object store (controld does it)."`
 	Repos    ReposCmd    `cmd:"" help:"Create, show and list repositories in controld."`
 	Tokens   TokensCmd   `cmd:"" help:"Create, list and revoke controld tokens."`
+	Hooks    HooksCmd    `cmd:"" help:"Add, list and remove webhooks (signed POSTs on record, activate, rollback, gc and key events); read their delivery log."`
 	Controld ControldCmd `cmd:"" help:"Run the control daemon."`
 	Edged    EdgedCmd    `cmd:"" help:"Run the edge server."`
 	Version  VersionCmd  `cmd:"" help:"Print the version."`

@@ -58,32 +58,42 @@ func checkScope(name string, repos, actions []string) ([]string, []string, error
 	if !tokenNameRE.MatchString(name) {
 		return nil, nil, badRequest("token name %q: use 1-128 letters, digits, '.', '_', '@' or '-'", name)
 	}
-	if len(repos) == 0 {
-		return nil, nil, badRequest("token %s: name at least one repository, or \"*\" for all", name)
+	repos, err := checkRepositories("token "+name, repos)
+	if err != nil {
+		return nil, nil, err
 	}
 	if len(actions) == 0 {
 		return nil, nil, badRequest("token %s: name at least one action of %s", name, strings.Join(api.Actions, ", "))
-	}
-	for _, r := range repos {
-		if r == api.AllRepositories {
-			if len(repos) > 1 {
-				return nil, nil, badRequest("token %s: \"*\" already covers every repository; list it alone", name)
-			}
-			continue
-		}
-		if err := checkRepoName(r); err != nil {
-			return nil, nil, err
-		}
 	}
 	for _, a := range actions {
 		if !slices.Contains(api.Actions, a) {
 			return nil, nil, badRequest("token %s: unknown action %q (want %s)", name, a, strings.Join(api.Actions, ", "))
 		}
 	}
-	repos, actions = slices.Clone(repos), slices.Clone(actions)
-	slices.Sort(repos)
+	actions = slices.Clone(actions)
 	slices.Sort(actions)
-	return slices.Compact(repos), slices.Compact(actions), nil
+	return repos, slices.Compact(actions), nil
+}
+
+// checkRepositories validates the repositories of a scope (a token's, a hook's: what
+// names it in messages): names, or "*" alone. It returns them sorted, without
+// duplicates.
+func checkRepositories(what string, repos []string) ([]string, error) {
+	if len(repos) == 0 {
+		return nil, badRequest("%s: name at least one repository, or \"*\" for all", what)
+	}
+	for _, r := range repos {
+		if r == api.AllRepositories {
+			if len(repos) > 1 {
+				return nil, badRequest("%s: \"*\" already covers every repository; list it alone", what)
+			}
+			continue
+		}
+		if err := checkRepoName(r); err != nil {
+			return nil, err
+		}
+	}
+	return slices.Compact(slices.Sorted(slices.Values(repos))), nil
 }
 
 // makeToken creates a token record and its secret.

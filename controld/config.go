@@ -68,10 +68,28 @@ type Config struct {
 	// push (default 168h), so one pushed for later activation is still there.
 	GCKeepDrafts duration.Duration `toml:"gc_keep_drafts"`
 
+	// Hooks tunes the delivery of webhooks.
+	Hooks HooksConfig `toml:"hooks"`
+
 	// Now is the clock (default time.Now); tests inject their own.
 	Now func() time.Time `toml:"-"`
 	// Logger receives request and error logs (default: discarded). Run sets it.
 	Logger *slog.Logger `toml:"-"`
+}
+
+// HooksConfig tunes the delivery of webhooks (package controld/hooks); zero fields take
+// its defaults.
+type HooksConfig struct {
+	// Timeout bounds one attempt, from connecting to the receiver's answer (10s).
+	Timeout duration.Duration `toml:"timeout"`
+	// MaxAttempts is how many times a delivery is tried before it is failed (12).
+	MaxAttempts int `toml:"max_attempts"`
+	// BackoffMin is the wait after a first failure; it doubles with each failure up to
+	// BackoffMax (10s and 1h: 12 attempts span about three hours).
+	BackoffMin duration.Duration `toml:"backoff_min"`
+	BackoffMax duration.Duration `toml:"backoff_max"`
+	// Keep is how long the log keeps finished deliveries (720h).
+	Keep duration.Duration `toml:"keep"`
 }
 
 // LoadConfig reads a Config from a TOML file strictly: an unknown key or a wrong type is
@@ -150,6 +168,8 @@ func (c Config) check() error {
 		return errors.New("gc_interval, gc_grace and gc_keep_drafts must not be negative")
 	case c.GCKeepLast < 0:
 		return errors.New("gc_keep_last must not be negative")
+	case c.Hooks.Timeout.D() < 0 || c.Hooks.BackoffMin.D() < 0 || c.Hooks.BackoffMax.D() < 0 || c.Hooks.Keep.D() < 0 || c.Hooks.MaxAttempts < 0:
+		return errors.New("hooks: timeout, max_attempts, backoff_min, backoff_max and keep must not be negative")
 	case c.Database != "" && !postgres.IsURL(c.Database):
 		return errors.New("database must be a postgres:// (or postgresql://) URL; leave it out to keep the state in data_dir")
 	}

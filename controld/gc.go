@@ -146,6 +146,7 @@ func (s *Server) collect(ctx context.Context, dryRun bool, by string) (api.GCRep
 		if err := c.sweep(ctx, garbage); err != nil {
 			return api.GCReport{}, err
 		}
+		s.gcEvent(ctx, by, c.rep)
 	}
 	c.rep.Elapsed = duration.Duration(time.Since(start).Round(time.Millisecond))
 	return c.rep, nil

@@ -16,12 +16,12 @@ import (
 
 // Migrated counts what Migrate copied.
 type Migrated struct {
-	Repositories, Releases, History, Deleted, RolledBack, Missing, Tokens int
+	Repositories, Releases, History, Deleted, RolledBack, Missing, Tokens, Hooks, Deliveries int
 }
 
 func (m Migrated) String() string {
-	return fmt.Sprintf("%d repositories, %d releases (%d deleted), %d history entries, %d rolled-back marks, %d known-missing objects, %d tokens",
-		m.Repositories, m.Releases, m.Deleted, m.History, m.RolledBack, m.Missing, m.Tokens)
+	return fmt.Sprintf("%d repositories, %d releases (%d deleted), %d history entries, %d rolled-back marks, %d known-missing objects, %d tokens, %d hooks (%d deliveries)",
+		m.Repositories, m.Releases, m.Deleted, m.History, m.RolledBack, m.Missing, m.Tokens, m.Hooks, m.Deliveries)
 }
 
 // Migrate copies controld's state from a bbolt file (from is "bolt:PATH", PATH the
@@ -78,7 +78,7 @@ func Migrate(ctx context.Context, from, to string) (Migrated, error) {
 	if err := state.Verify(ctx, dst); err != nil {
 		return Migrated{}, fmt.Errorf("migrate: the copy in %s is inconsistent: %w", dst.String(), err)
 	}
-	m := Migrated{Repositories: len(c.Repositories), Tokens: len(c.Tokens)}
+	m := Migrated{Repositories: len(c.Repositories), Tokens: len(c.Tokens), Hooks: len(c.Hooks), Deliveries: len(c.Deliveries)}
 	for _, r := range c.Repositories {
 		m.Releases += len(r.Releases)
 		m.History += len(r.History)
@@ -90,8 +90,12 @@ func Migrate(ctx context.Context, from, to string) (Migrated, error) {
 }
 
 // normalise makes two reads comparable: times through the same JSON round trip both
-// stores make already, so only nil against empty slices could differ.
+// stores make already, so only nil against empty slices could differ, and the leases
+// of deliveries, which are not copied.
 func normalise(c postgres.Contents) postgres.Contents {
+	for i := range c.Deliveries {
+		c.Deliveries[i].Lease = nil
+	}
 	for i := range c.Repositories {
 		r := &c.Repositories[i]
 		if len(r.Hostnames) == 0 {

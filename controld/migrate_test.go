@@ -51,6 +51,8 @@ func boltState(t *testing.T) (dir, secret string) {
 	must(st.CreateRepository(ctx, state.Repository{Name: "demo", Hostnames: []string{"b.demo.test", "a.demo.test"},
 		Keys: []state.Key{{Fingerprint: "AAAA", Armored: "key", AddedAt: t0, AddedBy: "root"}}, Retention: 48 * time.Hour, CreatedAt: t0, CreatedBy: "root"}))
 	must(st.CreateRepository(ctx, state.Repository{Name: "empty", Retention: time.Hour, CreatedAt: t0, CreatedBy: "root"}))
+	must(st.CreateHook(ctx, state.Hook{ID: "h1", URL: "https://hooks.demo.test/", Events: []string{"activate", "record", "rollback"},
+		Repositories: []string{"demo"}, Secret: "s3cret", CreatedAt: t0, CreatedBy: "root"}))
 	id := func(s string) string { return (strings.Repeat(s, 64))[:64] }
 	rel := func(name, parent string) state.Release {
 		return state.Release{Repository: "demo", ID: id(name), Manifest: id(name + "e"), Parent: parent, Packages: 1, Files: 3, Size: 10, PushedBy: "ci", PushedAt: t0}
@@ -71,6 +73,12 @@ func boltState(t *testing.T) (dir, secret string) {
 	_, err = st.DeleteRelease(ctx, state.Deletion{Repository: "demo", ID: id("5"), By: "gc", At: t0.Add(100 * time.Hour)})
 	must(err)
 	must(st.MarkMissing(ctx, "demo", []state.MissingObject{{SHA256: id("9"), Size: 7, Problem: state.ObjectMissing, FoundAt: t0, FoundBy: "ci"}}))
+	// The hook's first delivery was made, the second is leased to a process (the lease
+	// is not copied), the rest wait.
+	ds, err := st.ClaimDeliveries(ctx, state.Claim{By: "r1", Now: t0, Lease: time.Minute, Limit: 2})
+	must(err)
+	_, err = st.FinishDelivery(ctx, ds[0].ID, ds[0].Lease.Token, state.Attempt{At: t0, By: "r1", OK: true, Status: 200}, time.Time{})
+	must(err)
 	_, err = st.RevokeToken(ctx, "gone", "root", t0)
 	must(err)
 	return dir, secret
@@ -88,7 +96,7 @@ func TestMigrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (controld.Migrated{Repositories: 2, Releases: 3, History: 5, Deleted: 2, RolledBack: 1, Missing: 1, Tokens: 2}); m != want {
+	if want := (controld.Migrated{Repositories: 2, Releases: 3, History: 5, Deleted: 2, RolledBack: 1, Missing: 1, Tokens: 2, Hooks: 1, Deliveries: 10}); m != want {
 		t.Errorf("migrated %v, want %v", m, want)
 	}
 
@@ -127,17 +135,28 @@ func TestMigrate(t *testing.T) {
 	if next.Release.Seq != 6 {
 		t.Errorf("a release recorded after the migration has Seq %d, want 6 (after the five recorded before, the last deleted)", next.Release.Seq)
 	}
+	ds, err := dst.Deliveries(ctx, state.DeliveryQuery{Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 2 || ds[0].ID != ds[1].ID+1 || ds[0].Event.Seq != ds[1].Event.Seq+1 || ds[0].Event.Release.ID != next.Release.ID {
+		t.Errorf("the delivery of a release recorded after the migration does not follow the migrated ones: %+v", ds)
+	}
 	if _, err := client.New(a.url, secret, http.DefaultClient).Routes(ctx, 0, 0); err != nil {
 		t.Errorf("routes from a controld on the copy: %v", err)
 	}
 }
 
-// dumpJSON renders everything a store holds, for comparing two stores.
+// dumpJSON renders everything a store holds, for comparing two stores, but the leases
+// of deliveries, which a migration drops.
 func dumpJSON(t *testing.T, st state.Store) string {
 	t.Helper()
 	c, err := postgres.ReadContents(context.Background(), st)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i := range c.Deliveries {
+		c.Deliveries[i].Lease = nil
 	}
 	b, err := json.MarshalIndent(c, "", " ")
 	if err != nil {

@@ -44,9 +44,13 @@ func runChild() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	cfg := controld.Config{
-		Listen:  "127.0.0.1:0",
-		DataDir: os.Getenv("ARMOR_CONTROLD_TEST_DATA"),
-		Store:   os.Getenv("ARMOR_CONTROLD_TEST_STORE"),
+		Listen:   "127.0.0.1:0",
+		DataDir:  os.Getenv("ARMOR_CONTROLD_TEST_DATA"),
+		Database: os.Getenv("ARMOR_CONTROLD_TEST_DATABASE"),
+		Store:    os.Getenv("ARMOR_CONTROLD_TEST_STORE"),
+	}
+	if os.Getenv("ARMOR_CONTROLD_TEST_FAST_HOOKS") != "" {
+		cfg.Hooks = hooksConfig().Hooks
 	}
 	if err := controld.Run(ctx, cfg, logger); err != nil {
 		logger.Error("controld failed", "err", err)
@@ -62,7 +66,10 @@ type child struct {
 	done chan error
 }
 
-func startChild(t *testing.T, dataDir, storeDir string) *child {
+// startChild starts controld over the state in dataDir and the store storeDir, with
+// env added to its environment (ARMOR_CONTROLD_TEST_DATABASE for PostgreSQL,
+// ARMOR_CONTROLD_TEST_FAST_HOOKS for quick webhook retries).
+func startChild(t *testing.T, dataDir, storeDir string, env ...string) *child {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -70,6 +77,7 @@ func startChild(t *testing.T, dataDir, storeDir string) *child {
 	}
 	cmd := exec.Command(exe, "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", "ARMOR_CONTROLD_TEST_DATA="+dataDir, "ARMOR_CONTROLD_TEST_STORE="+storeDir)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -143,7 +143,7 @@ func (s *Server) removeKey(c *call) error {
 	if err != nil {
 		return err
 	}
-	r, err = s.st.RemoveKey(c.ctx(), r.Name, c.r.PathValue("fingerprint"))
+	r, err = s.st.RemoveKey(c.ctx(), r.Name, c.r.PathValue("fingerprint"), c.tok.Name, s.now().UTC())
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/armor-apt/armor/controld/hooks"
 	"github.com/armor-apt/armor/controld/state"
 	"github.com/armor-apt/armor/store"
 )
@@ -33,6 +34,8 @@ type Server struct {
 	known  knownObjects // the active manifests' objects, known to be in the store
 	expiry expiryWatch
 	gc     gcState
+	hooks  *hooks.Dispatcher // webhooks.go
+	diffs  pathDiffs
 }
 
 // NewServer returns a server; it does not own store or st and never closes them.
@@ -49,6 +52,7 @@ func NewServer(cfg Config, cas store.Store, st state.Store) (*Server, error) {
 		mux: http.NewServeMux(), quit: make(chan struct{}),
 	}
 	s.changes.init()
+	s.hooks = s.newDispatcher()
 	s.register()
 	return s, nil
 }
@@ -82,6 +86,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if s.cfg.GCInterval > 0 {
 		go s.scheduleGC(watchCtx, s.cfg.GCInterval.D())
 	}
+	hooksDone := make(chan struct{})
+	go func() {
+		defer close(hooksDone)
+		s.runHooks(watchCtx)
+	}()
 
 	errc := make(chan error, 1)
 	go func() {
@@ -101,6 +110,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	err := srv.Shutdown(sctx)
 	<-errc
+	stopWatch()
+	<-hooksDone // the webhook attempts in flight finish (within [hooks] timeout)
 	if err != nil {
 		return fmt.Errorf("shut down: %w", err)
 	}
@@ -212,6 +223,12 @@ func (s *Server) register() {
 	s.route("DELETE /v1/tokens/{name}", s.revokeToken)
 	s.route("GET /v1/routes", s.routes)
 	s.route("POST /v1/gc", s.gcHandler)
+	s.route("GET /v1/hooks", s.listHooks)
+	s.route("POST /v1/hooks", s.createHook)
+	s.route("DELETE /v1/hooks/{id}", s.deleteHook)
+	s.route("POST /v1/hooks/{id}/ping", s.pingHook)
+	s.route("GET /v1/hooks/deliveries", s.hookDeliveries)
+	s.route("POST /v1/hooks/deliveries/{id}/redeliver", s.redeliver)
 	s.route("/", func(c *call) error {
 		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no endpoint %s %s (see controld/API.md)", c.r.Method, c.r.URL.Path)}
 	})

@@ -201,7 +201,7 @@ type Store interface {
 	// AddKey registers a public key; a key with the same fingerprint is replaced.
 	AddKey(ctx context.Context, repo string, key Key) (Repository, error)
 	// RemoveKey unregisters the key with that fingerprint, or returns ErrNotFound.
-	RemoveKey(ctx context.Context, repo, fingerprint string) (Repository, error)
+	RemoveKey(ctx context.Context, repo, fingerprint, by string, at time.Time) (Repository, error)
 	// SetRetention sets repo's retention window.
 	SetRetention(ctx context.Context, repo string, d time.Duration) (Repository, error)
 
@@ -226,6 +226,7 @@ type Store interface {
 	History(ctx context.Context, repo string) ([]Activation, error)
 	RollbackMarks
 	MissingObjects // objects a store check found gone: missing.go
+	Hooks          // webhooks and their deliveries: hooks.go
 
 	// Version returns the routes version.
 	Version(ctx context.Context) (uint64, error)

@@ -285,23 +285,47 @@ func (s *Store) AddHostnames(ctx context.Context, repo string, hostnames []strin
 
 // AddKey implements state.Store.
 func (s *Store) AddKey(ctx context.Context, repo string, key state.Key) (state.Repository, error) {
-	return s.modifyRepo(ctx, repo, func(_ *bbolt.Tx, r *state.Repository) (bool, error) {
+	return s.changeKeys(ctx, repo, func(r *state.Repository) (state.Event, error) {
 		r.Keys = slices.DeleteFunc(r.Keys, func(k state.Key) bool { return k.Fingerprint == key.Fingerprint })
 		r.Keys = append(r.Keys, key)
-		return true, nil
+		return state.KeyEvent(repo, state.KeyAdded, key, key.AddedBy, key.AddedAt), nil
 	})
 }
 
 // RemoveKey implements state.Store.
-func (s *Store) RemoveKey(ctx context.Context, repo, fingerprint string) (state.Repository, error) {
-	return s.modifyRepo(ctx, repo, func(_ *bbolt.Tx, r *state.Repository) (bool, error) {
-		n := len(r.Keys)
-		r.Keys = slices.DeleteFunc(r.Keys, func(k state.Key) bool { return strings.EqualFold(k.Fingerprint, fingerprint) })
-		if len(r.Keys) == n {
-			return false, fmt.Errorf("repository %s: key %s: %w", repo, fingerprint, state.ErrNotFound)
+func (s *Store) RemoveKey(ctx context.Context, repo, fingerprint, by string, at time.Time) (state.Repository, error) {
+	return s.changeKeys(ctx, repo, func(r *state.Repository) (state.Event, error) {
+		i := slices.IndexFunc(r.Keys, func(k state.Key) bool { return strings.EqualFold(k.Fingerprint, fingerprint) })
+		if i < 0 {
+			return state.Event{}, fmt.Errorf("repository %s: key %s: %w", repo, fingerprint, state.ErrNotFound)
 		}
-		return true, nil
+		gone := r.Keys[i]
+		r.Keys = slices.Delete(r.Keys, i, i+1)
+		return state.KeyEvent(repo, state.KeyRemoved, gone, by, at), nil
 	})
+}
+
+// changeKeys runs fn on a repository's keys in one update: the routes version grows
+// (edges serve the keys) and fn's event is appended.
+func (s *Store) changeKeys(ctx context.Context, name string, fn func(r *state.Repository) (state.Event, error)) (r state.Repository, err error) {
+	err = s.update(ctx, func(tx *bbolt.Tx) error {
+		if r, err = getRepo(tx, name); err != nil {
+			return err
+		}
+		ev, err := fn(&r)
+		if err != nil {
+			return err
+		}
+		if err := putRepo(tx, r); err != nil {
+			return err
+		}
+		if ev.RoutesVersion, err = bumpVersion(tx); err != nil {
+			return err
+		}
+		_, _, err = appendEvent(tx, ev, ev.At)
+		return err
+	})
+	return r, err
 }
 
 // SetRetention implements state.Store.

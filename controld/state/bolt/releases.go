@@ -46,6 +46,10 @@ func (s *Store) RecordRelease(ctx context.Context, rel state.Release, flip *stat
 				return err
 			}
 			out.Release, out.Created = rel, true
+			ev := state.Event{Type: state.EventRecord, Repository: rel.Repository, At: rel.PushedAt, By: rel.PushedBy, Release: &rel}
+			if _, _, err := appendEvent(tx, ev, rel.PushedAt); err != nil {
+				return err
+			}
 		}
 		if flip != nil {
 			f := *flip
@@ -188,7 +192,11 @@ func activate(tx *bbolt.Tx, f state.Flip) (state.Activation, error) {
 	if err := putRepo(tx, r); err != nil {
 		return state.Activation{}, err
 	}
-	_, err = bumpVersion(tx)
+	v, err := bumpVersion(tx)
+	if err != nil {
+		return state.Activation{}, err
+	}
+	_, _, err = appendEvent(tx, state.ActivationEvent(a, rel, v), f.At)
 	return a, err
 }
 

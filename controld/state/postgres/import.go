@@ -16,7 +16,13 @@ type Contents struct {
 	Version      uint64
 	Repositories []RepositoryContents
 	Tokens       []state.Token
+	Hooks        []state.Hook
+	// Deliveries are the hooks' deliveries, pending ones and the log, newest first.
+	Deliveries []state.Delivery
 }
+
+// allDeliveries is more deliveries than any store keeps: ReadContents reads them all.
+const allDeliveries = 1 << 40
 
 // RepositoryContents is one repository with its records.
 type RepositoryContents struct {
@@ -57,6 +63,12 @@ func ReadContents(ctx context.Context, st state.Store) (Contents, error) {
 	if c.Tokens, err = st.Tokens(ctx); err != nil {
 		return Contents{}, fmt.Errorf("read tokens: %w", err)
 	}
+	if c.Hooks, err = st.Hooks(ctx); err != nil {
+		return Contents{}, fmt.Errorf("read hooks: %w", err)
+	}
+	if c.Deliveries, err = st.Deliveries(ctx, state.DeliveryQuery{Limit: allDeliveries}); err != nil {
+		return Contents{}, fmt.Errorf("read hook deliveries: %w", err)
+	}
 	return c, nil
 }
 
@@ -86,9 +98,39 @@ func (s *Store) Import(ctx context.Context, c Contents) error {
 				return fmt.Errorf("token %s: %w", t.Name, err)
 			}
 		}
+		if err := importHooks(ctx, tx, c); err != nil {
+			return err
+		}
 		_, err := tx.Exec(ctx, `UPDATE armor_meta SET routes_version = greatest(routes_version, $1) WHERE id = 1`, int64(c.Version))
 		return err
 	})
+}
+
+// importHooks writes the hooks and their deliveries under their own ids (leases
+// dropped: no process of the old store delivers any more), and carries the event and
+// delivery counters on.
+func importHooks(ctx context.Context, tx pgx.Tx, c Contents) error {
+	for _, h := range c.Hooks {
+		if _, err := tx.Exec(ctx, `INSERT INTO hooks (id, doc) VALUES ($1, $2)`, h.ID, encode(h)); err != nil {
+			return fmt.Errorf("hook %s: %w", h.ID, err)
+		}
+	}
+	var lastEvent, lastDelivery uint64
+	for _, d := range c.Deliveries {
+		d.Lease = nil
+		if _, err := tx.Exec(ctx, `INSERT INTO hook_deliveries (id, hook, state, created_at, next_at, doc) VALUES ($1, $2, $3, $4, $5, $6)`,
+			int64(d.ID), d.Hook, d.State, d.CreatedAt, d.NextAt, encode(d)); err != nil {
+			return fmt.Errorf("hook delivery %d: %w", d.ID, err)
+		}
+		lastEvent, lastDelivery = max(lastEvent, d.Event.Seq), max(lastDelivery, d.ID)
+	}
+	if lastDelivery > 0 {
+		if _, err := tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence('hook_deliveries', 'id'), $1)`, int64(lastDelivery)); err != nil {
+			return err
+		}
+	}
+	_, err := tx.Exec(ctx, `UPDATE armor_meta SET event_seq = greatest(event_seq, $1) WHERE id = 1`, int64(lastEvent))
+	return err
 }
 
 func importRepository(ctx context.Context, tx pgx.Tx, rc RepositoryContents) error {

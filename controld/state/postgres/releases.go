@@ -55,6 +55,10 @@ func (s *Store) RecordRelease(ctx context.Context, rel state.Release, flip *stat
 				return err
 			}
 			out.Release, out.Created = rel, true
+			ev := state.Event{Type: state.EventRecord, Repository: rel.Repository, At: rel.PushedAt, By: rel.PushedBy, Release: &rel}
+			if _, _, err := appendEvent(ctx, tx, ev, rel.PushedAt); err != nil {
+				return err
+			}
 		}
 		if flip != nil {
 			f := *flip
@@ -237,7 +241,11 @@ func activate(ctx context.Context, tx pgx.Tx, f state.Flip) (state.Activation, e
 	if err := putRepo(ctx, tx, r); err != nil {
 		return state.Activation{}, err
 	}
-	_, err = bumpVersion(ctx, tx)
+	v, err := bumpVersion(ctx, tx)
+	if err != nil {
+		return state.Activation{}, err
+	}
+	_, _, err = appendEvent(ctx, tx, state.ActivationEvent(a, rel, v), f.At)
 	return a, err
 }
 

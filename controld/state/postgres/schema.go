@@ -67,6 +67,27 @@ CREATE TABLE missing_objects (
 	PRIMARY KEY (repository, sha256)
 );
 `,
+	// 3: webhooks and their deliveries (state.Hooks); the event counter.
+	`
+ALTER TABLE armor_meta ADD COLUMN event_seq bigint NOT NULL DEFAULT 0;
+CREATE TABLE hooks (
+	id  text PRIMARY KEY,
+	doc jsonb NOT NULL
+);
+CREATE TABLE hook_deliveries (
+	id          bigserial PRIMARY KEY,
+	hook        text NOT NULL REFERENCES hooks (id) ON DELETE CASCADE,
+	state       text NOT NULL,
+	created_at  timestamptz NOT NULL,
+	next_at     timestamptz NOT NULL,
+	lease_by    text,
+	lease_until timestamptz,
+	lease_token text,
+	doc         jsonb NOT NULL
+);
+CREATE INDEX hook_deliveries_due ON hook_deliveries (next_at, id) WHERE state = 'pending';
+CREATE INDEX hook_deliveries_hook ON hook_deliveries (hook, id);
+`,
 }
 
 // SchemaVersion is the newest schema this binary knows.

@@ -39,6 +39,9 @@ func Run(t *testing.T, open Open) {
 		{"delete release", testDeleteRelease},
 		{"delete while activating", testDeleteWhileActivating},
 		{"missing objects", testMissing},
+		{"hook events", testHookEvents},
+		{"hook claims", testHookClaims},
+		{"concurrent hook claims", testConcurrentClaims},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,11 +176,11 @@ func testKeys(t *testing.T, st state.Store) {
 	if len(r.Keys) != 2 || r.Keys[0].Fingerprint != "BBBB" || r.Keys[1].Armored != "one again" {
 		t.Errorf("keys = %+v, want BBBB then the replaced AAAA", r.Keys)
 	}
-	r = must(st.RemoveKey(ctx, "a", "bbbb"))(t)
+	r = must(st.RemoveKey(ctx, "a", "bbbb", "admin", t0))(t)
 	if len(r.Keys) != 1 || r.Keys[0].Fingerprint != "AAAA" {
 		t.Errorf("keys after removal = %+v", r.Keys)
 	}
-	_, err := st.RemoveKey(ctx, "a", "CCCC")
+	_, err := st.RemoveKey(ctx, "a", "CCCC", "admin", t0)
 	mustErr(t, err, state.ErrNotFound)
 	if r := must(st.Repository(ctx, "a"))(t); len(r.Keys) != 1 {
 		t.Errorf("stored keys = %+v", r.Keys)
@@ -418,7 +421,7 @@ func testVersion(t *testing.T, st state.Store) {
 	step("add hostname", true, func() error { _, err := st.AddHostnames(ctx, "a", []string{"a.test"}); return err })
 	step("add known hostname", false, func() error { _, err := st.AddHostnames(ctx, "a", []string{"a.test"}); return err })
 	step("add key", true, func() error { _, err := st.AddKey(ctx, "a", state.Key{Fingerprint: "AA"}); return err })
-	step("remove key", true, func() error { _, err := st.RemoveKey(ctx, "a", "AA"); return err })
+	step("remove key", true, func() error { _, err := st.RemoveKey(ctx, "a", "AA", "admin", t0); return err })
 	step("set retention", true, func() error { _, err := st.SetRetention(ctx, "a", time.Hour); return err })
 	step("record", false, func() error { _, err := st.RecordRelease(ctx, one, nil); return err })
 	step("activate", true, func() error { _, err := st.Activate(ctx, state.Flip{Repository: "a", To: one.ID, At: t0}); return err })
