@@ -4,20 +4,23 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/armor-apt/armor/cli/config"
+	"github.com/armor-apt/armor/debian/aptsources"
 	"github.com/armor-apt/armor/debian/deb"
 	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/internal/atomicfile"
+	"github.com/armor-apt/armor/manifest"
 )
 
 // KeyPackageCmd builds the repository's keyring package.
 type KeyPackageCmd struct {
 	Version string `name:"package-version" help:"Package version (default: the build date, YYYY.MM.DD, from SOURCE_DATE_EPOCH or now)."`
 	Out     string `help:"Directory to write the .deb into: one the inputs name, such as debs, publishes it with the next armor build." default:"debs" type:"path"`
-	URI     string `help:"Repository URI in the .sources file (default: https://<first hostname>/)."`
+	URI     string `help:"Repository URI in the .sources file (default: http://<first hostname>/, https with [repository] https = true)."`
 }
 
 // Help says what the package holds.
@@ -53,7 +56,7 @@ func (c *KeyPackageCmd) Run(g *Globals) error {
 		if len(cfg.Repository.Hostnames) == 0 {
 			return fmt.Errorf("%s names no hostname for the .sources file: give --uri", cfg.Path)
 		}
-		uri = "https://" + cfg.Repository.Hostnames[0] + "/"
+		uri = aptsources.URI(cfg.Repository.Hostnames[0], cfg.Repository.HTTPS)
 	}
 	data, err := keyringPackage(cfg, name, version, uri, keyring, len(keys), date)
 	if err != nil {
@@ -75,10 +78,8 @@ func (c *KeyPackageCmd) Run(g *Globals) error {
 
 // keyringPackage returns the .deb of the repository's keyring and sources file.
 func keyringPackage(cfg *config.File, name, version, uri string, keyring []byte, nkeys int, date time.Time) ([]byte, error) {
-	s := cfg.Suites[0]
-	keyPath := "/usr/share/keyrings/" + name + "-archive-keyring.gpg"
-	sources := fmt.Sprintf("Types: deb\nURIs: %s\nSuites: %s\nComponents: %s\nSigned-By: %s\n",
-		uri, s.Suite, strings.Join(s.Components, " "), keyPath)
+	keyPath := aptsources.KeyringPath(name)
+	sources := aptsources.Entry(uri, keyPath, sourcesSuites(cfg))
 	maint := cfg.Repository.Origin
 	if maint == "" {
 		maint = name
@@ -96,8 +97,34 @@ Description: OpenPGP archive keys of the %s APT repository
 `, name, version, maint, hostOr(cfg), name, nkeys, name)
 	return deb.Write(control, []deb.File{
 		{Path: keyPath, Data: keyring},
-		{Path: "/etc/apt/sources.list.d/" + name + ".sources", Data: []byte(sources), Conffile: true},
+		{Path: aptsources.Path(name), Data: []byte(sources), Conffile: true},
 	}, date)
+}
+
+// sourcesSuites are the suites of the .sources entry, as the repository page names them
+// (each by its codename, components sorted, in name order), so that the package's file
+// is byte for byte the one a user who followed the page wrote: dpkg then installs the
+// conffile without a prompt. deb-src is named where the local manifest publishes source
+// packages in every component of the suite.
+func sourcesSuites(cfg *config.File) []aptsources.Suite {
+	src := map[string]map[string]bool{} // suite → components with source packages
+	if m, err := manifest.Load(cfg.Resolve(cfg.Output.Manifest)); err == nil {
+		for _, p := range m.Packages {
+			if p.Architecture == "source" {
+				if src[p.Suite] == nil {
+					src[p.Suite] = map[string]bool{}
+				}
+				src[p.Suite][p.Component] = true
+			}
+		}
+	}
+	var out []aptsources.Suite
+	for _, s := range cfg.Suites {
+		comps := slices.Sorted(slices.Values(s.Components))
+		out = append(out, aptsources.Suite{Name: s.Codename, Components: comps, Source: len(src[s.Codename]) == len(comps)})
+	}
+	slices.SortFunc(out, func(a, b aptsources.Suite) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 func hostOr(cfg *config.File) string {

@@ -44,7 +44,7 @@ func TestKeyPackage(t *testing.T) {
 		t.Errorf("installed keyring: %v; equal to the published one: %v", err, bytes.Equal(got, want))
 	}
 	sources, err := os.ReadFile(filepath.Join(root, "etc", "apt", "sources.list.d", "acme.sources"))
-	if err != nil || !strings.Contains(string(sources), "URIs: https://apt.acme.test/\n") ||
+	if err != nil || !strings.Contains(string(sources), "URIs: http://apt.acme.test/\n") ||
 		!strings.Contains(string(sources), "Signed-By: /usr/share/keyrings/acme-archive-keyring.gpg\n") {
 		t.Errorf("installed sources: %v\n%s", err, sources)
 	}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/armor-apt/armor/controld/api"
@@ -59,6 +60,13 @@ type dateSource struct {
 func datesOf(rm *routeMap) *dateSource {
 	return &dateSource{activeID: rm.activeID, activatedAt: rm.activatedAt, seenAt: time.Unix(0, rm.confirmed.Load()),
 		get: func(p string) (pathDate, bool) {
+			if dir, ok := strings.CutPrefix(p, "/"); ok {
+				d := rm.dirs[dir]
+				if d == nil {
+					return pathDate{}, false
+				}
+				return pathDate{Sum: d.sum, Date: d.modTime}, true
+			}
 			r := rm.paths[p]
 			if r == nil {
 				return pathDate{}, false
@@ -107,6 +115,9 @@ func saveDates(stateDir, repo string, rm *routeMap, now time.Time) error {
 		Paths: make(map[string]pathDate, len(rm.paths))}
 	for p, r := range rm.paths {
 		k.Paths[p] = pathDate{Sum: r.sum, Date: r.modTime}
+	}
+	for dir, d := range rm.dirs {
+		k.Paths[listingKey(dir)] = pathDate{Sum: d.sum, Date: d.modTime}
 	}
 	raw, err := json.Marshal(k)
 	if err != nil {

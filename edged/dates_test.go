@@ -3,6 +3,10 @@ package edged
 import (
 	"bytes"
 	"net/http"
+	"os"
+	"os/exec"
+	"path"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -167,4 +171,85 @@ func TestWgetTimestamps(t *testing.T) {
 
 func flipSiteHost(host string, active *rel, when time.Time, retained ...*rel) api.Site {
 	return flipSite("demo", []string{host}, active, when, retained...)
+}
+
+// TestWgetListingTimestamps: a mirror made by plain wget -N -m (which keeps the
+// listings it crawls) fetches again, after a one-package change, the changed files, the
+// listings of the directories above them and the page, and nothing else: the other
+// listings and the keyrings carry a Last-Modified that stays. An If-Modified-Since later
+// than the edge's clock is ignored.
+func TestWgetListingTimestamps(t *testing.T) {
+	need(t, "wget")
+	cas := newTestStore()
+	ctl := newFakeControld(t)
+	tree1, tree2 := aptRepo(t), aptRepo(t, "natpmp-utils")
+	r1 := makeRelease(t, cas, "demo", "2026-11-20T10:00:00Z", tree1)
+	r2 := makeRelease(t, cas, "demo", "2026-11-21T10:00:00Z", tree2)
+	armored, err := os.ReadFile("../testdata/keys/rsa.pub.asc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Dates have one-second resolution, and a path is dated only once its activation's
+	// second has settled: the activations are a real clock's, a few seconds apart.
+	settle := func() time.Time {
+		time.Sleep((settleSeconds + 1) * time.Second)
+		return time.Now().Truncate(time.Second).UTC()
+	}
+	e := startEdge(t, testConfig(t, ctl), cas)
+	s1 := flipSiteHost("127.0.0.1", r1, settle())
+	s1.Keys = []string{string(armored)}
+	e.waitVersion(t, ctl.set(s1))
+	settle()
+
+	dir := t.TempDir()
+	mirror := func() []string {
+		cmd := exec.Command("wget", "-m", "-np", "-nH", "-nv", "-e", "robots=off", "--no-proxy", "-P", dir, "http://"+e.addr+"/")
+		cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("wget -m: %v\n%s", err, out)
+		}
+		var fetched []string
+		for _, line := range strings.Split(string(out), "\n") {
+			if i := strings.Index(line, ` -> "`); i >= 0 {
+				fetched = append(fetched, strings.Trim(strings.TrimPrefix(strings.Fields(line[i+4:])[0], `"`+dir+"/"), `"`))
+			}
+		}
+		slices.Sort(fetched)
+		return fetched
+	}
+	first := mirror()
+	s2 := flipSiteHost("127.0.0.1", r2, settle(), r1)
+	s2.Keys = s1.Keys
+	e.waitVersion(t, ctl.set(s2))
+	settle()
+	got := mirror()
+
+	want := []string{"index.html"} // the page: it names the active release
+	listed := map[string]bool{}
+	for p, b := range tree2 {
+		if bytes.Equal(tree1[p], b) {
+			continue
+		}
+		want = append(want, p)
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if !listed[d] {
+				listed[d] = true
+				want = append(want, d+"/index.html")
+			}
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("after a one-package change wget -N -m fetched %d files (of %d the first time):\n%q\nwant the %d changed ones and the listings above them:\n%q", len(got), len(first), got, len(want), want)
+	}
+	t.Logf("wget -N -m fetched %d files the first time, %d after a one-package change", len(first), len(got))
+
+	future := time.Now().Add(24 * time.Hour).UTC().Format(http.TimeFormat)
+	for _, p := range []string{"/dists/stable/Release", "/dists/", "/demo-archive-keyring.gpg"} {
+		resp, body := get(t, e.addr, "GET", "127.0.0.1", p, "If-Modified-Since", future)
+		wantStatus(t, "If-Modified-Since a day ahead, "+p, resp, body, 200)
+		resp, body = get(t, e.addr, "GET", "127.0.0.1", p, "If-Modified-Since", resp.Header.Get("Last-Modified"))
+		wantStatus(t, "If-Modified-Since its Last-Modified, "+p, resp, body, 304)
+	}
 }

@@ -143,7 +143,7 @@ func (e *Edge) serve(ctx *fasthttp.RequestCtx) (int, int64, *httpError) {
 	}
 	resp := &ctx.Response.Header
 	lm := r.lastModifiedAt(ctx.Time().Unix())
-	if notModified(req, r, lm) {
+	if notModified(req, r, lm, ctx.Time().Unix()) {
 		setValidators(resp, r, lm)
 		ctx.SetStatusCode(fasthttp.StatusNotModified)
 		return fasthttp.StatusNotModified, 0, nil
@@ -257,14 +257,16 @@ func hasPrefixFold(b, prefix []byte) bool {
 }
 
 // notModified evaluates If-None-Match (weak comparison) or, when absent,
-// If-Modified-Since against the route (only when its Last-Modified is usable, lm).
-func notModified(h *fasthttp.RequestHeader, r *route, lm bool) bool {
+// If-Modified-Since against the route (only when its Last-Modified is usable, lm). A
+// date later than now (unix seconds) is invalid and ignored, as RFC 9110 13.1.3 allows
+// and Apache does: a client's clock ahead of ours must not freeze its copy.
+func notModified(h *fasthttp.RequestHeader, r *route, lm bool, now int64) bool {
 	if inm := h.PeekCanonical(hIfNoneMatch); len(inm) > 0 {
 		return etagListMatch(inm, r.etag)
 	}
 	if ims := h.PeekCanonical(hIfModifiedSince); len(ims) > 0 && lm {
 		t, err := fasthttp.ParseHTTPDate(ims)
-		return err == nil && r.modTime <= t.Unix()
+		return err == nil && r.modTime <= t.Unix() && t.Unix() <= now
 	}
 	return false
 }

@@ -2,7 +2,10 @@ package edged
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"html"
 	"net/http"
 	"net/url"
@@ -19,6 +22,12 @@ import (
 // per routing map (buildDirs), never per request.
 type dirIndex struct {
 	entries []dirEntry
+	// sum fingerprints what the listing shows (each entry's name, kind, size and date);
+	// the listing's Last-Modified is when that content first appeared, dated as a path
+	// of the tree is (datedDirs), so wget -N fetches only the listings that changed.
+	sum          string
+	modTime      int64 // unix seconds; 0: none
+	lastModified []byte
 }
 
 type dirEntry struct {
@@ -69,6 +78,11 @@ func finishDir(d *dirIndex) int64 {
 		latest = max(latest, e.modTime)
 	}
 	sortEntries(d.entries)
+	h := sha256.New()
+	for _, e := range d.entries {
+		fmt.Fprintf(h, "%q %t %d %d\n", e.name, e.dir, e.size, e.modTime)
+	}
+	d.sum = hex.EncodeToString(h.Sum(nil))
 	return latest
 }
 
@@ -112,13 +126,18 @@ func serveDir(ctx *fasthttp.RequestCtx, s *site, p []byte, d *dirIndex, slash bo
 		return fasthttp.StatusMovedPermanently, 0
 	}
 	entries := d.entries
+	lr := &route{modTime: d.modTime, lastModified: d.lastModified, cacheControl: ccShort}
 	if len(p) == 0 && len(s.extra) > 0 {
 		entries = slices.Clone(entries)
 		for name, r := range s.extra {
-			entries = append(entries, dirEntry{name: name, size: r.size})
+			entries = append(entries, dirEntry{name: name, size: r.size, modTime: r.modTime})
+			if r.modTime > lr.modTime {
+				lr.modTime, lr.lastModified = r.modTime, r.lastModified
+			}
 		}
 		sortEntries(entries)
 	}
+	lr.settled = lr.modTime + settleSeconds
 	var body []byte
 	if bytes.Contains(ctx.Request.Header.PeekCanonical(hAccept), mimeJSON) {
 		body = listingJSON(entries)
@@ -127,8 +146,15 @@ func serveDir(ctx *fasthttp.RequestCtx, s *site, p []byte, d *dirIndex, slash bo
 		body = listingHTML(string(p), entries)
 		resp.SetContentTypeBytes(ctHTML)
 	}
-	resp.SetCanonical(hCacheControl, ccShort)
+	sum := sha256.Sum256(body)
+	lr.etag = []byte(`"` + hex.EncodeToString(sum[:]) + `"`)
+	lm := lr.lastModifiedAt(ctx.Time().Unix())
+	setValidators(resp, lr, lm)
 	resp.SetCanonical(hVary, vAccept)
+	if notModified(&ctx.Request.Header, lr, lm, ctx.Time().Unix()) {
+		ctx.SetStatusCode(fasthttp.StatusNotModified)
+		return fasthttp.StatusNotModified, 0
+	}
 	ctx.SetStatusCode(fasthttp.StatusOK)
 	ctx.Response.SetBodyRaw(body)
 	if ctx.Request.Header.IsHead() {

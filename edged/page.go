@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -105,16 +106,26 @@ func pageQuery(ctx *fasthttp.RequestCtx) (string, *httpError) {
 // pageAuthority is the scheme, the host and any port of the request as the page
 // names them in URLs: the normalised hostname (an IPv6 literal in brackets) and the
 // Host header's port unless it is the scheme's default.
-func pageAuthority(ctx *fasthttp.RequestCtx, host, rawHost []byte) (scheme, authority string) {
+//
+// An edge that serves HTTPS (tlsListen) names https even to a plain HTTP request, with
+// the port of its HTTPS listener: the .sources entry a user copies is then the one the
+// keyring package ships (armor.toml's https), whichever way the page was reached.
+func pageAuthority(ctx *fasthttp.RequestCtx, host, rawHost []byte, tlsListen string) (scheme, authority string) {
 	scheme = "http"
+	port := hostPort(rawHost)
 	if ctx.IsTLS() {
 		scheme = "https"
+	} else if tlsListen != "" {
+		scheme = "https"
+		if _, p, err := net.SplitHostPort(tlsListen); err == nil {
+			port = p
+		}
 	}
 	authority = string(host)
 	if strings.IndexByte(authority, ':') >= 0 {
 		authority = "[" + authority + "]"
 	}
-	if port := hostPort(rawHost); port != "" && !(scheme == "http" && port == "80") && !(scheme == "https" && port == "443") {
+	if port != "" && !(scheme == "http" && port == "80") && !(scheme == "https" && port == "443") {
 		authority += ":" + port
 	}
 	return scheme, authority
@@ -167,7 +178,7 @@ func (e *Edge) servePage(ctx *fasthttp.RequestCtx, s *site, host, rawHost []byte
 	if herr != nil {
 		return 0, 0, herr
 	}
-	scheme, authority := pageAuthority(ctx, host, rawHost)
+	scheme, authority := pageAuthority(ctx, host, rawHost, e.cfg.TLSListen)
 	base := scheme + "://" + authority + "/"
 	var r *route
 	var body []byte
@@ -180,7 +191,7 @@ func (e *Edge) servePage(ctx *fasthttp.RequestCtx, s *site, host, rawHost []byte
 	req, resp := &ctx.Request.Header, &ctx.Response.Header
 	lm := r.lastModifiedAt(ctx.Time().Unix())
 	resp.SetCanonical(hVary, vAccept)
-	if notModified(req, r, lm) {
+	if notModified(req, r, lm, ctx.Time().Unix()) {
 		setValidators(resp, r, lm)
 		ctx.SetStatusCode(fasthttp.StatusNotModified)
 		return fasthttp.StatusNotModified, 0, nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 
+	"github.com/armor-apt/armor/debian/aptsources"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -98,9 +99,9 @@ func derivePage(m *manifest.Manifest) *pageRelease {
 		return pr
 	}
 	pr.date = m.Date
-	suites := map[string]bool{}
+	suites, codenames, inRelease := map[string]bool{}, map[string]bool{}, map[string]string{}
 	for _, p := range m.Packages {
-		suites[p.Suite] = true
+		suites[p.Suite], codenames[p.Suite] = true, true
 	}
 	for _, f := range m.Files {
 		rest, ok := strings.CutPrefix(f.Path, "dists/")
@@ -109,6 +110,7 @@ func derivePage(m *manifest.Manifest) *pageRelease {
 		}
 		if s, ok := strings.CutSuffix(rest, "/InRelease"); ok {
 			suites[s] = true
+			inRelease[s] = f.SHA256
 		} else if s, ok := strings.CutSuffix(rest, "/Release"); ok && !strings.Contains(s, "/binary-") && !strings.HasSuffix(s, "/source") {
 			suites[s] = true
 		}
@@ -117,6 +119,7 @@ func derivePage(m *manifest.Manifest) *pageRelease {
 	for s := range suites {
 		names = append(names, s)
 	}
+	names = withoutAliases(names, codenames, inRelease)
 	// Longest first, so a path is given to the most specific suite that holds it.
 	slices.SortFunc(names, func(a, b string) int { return len(b) - len(a) })
 	type sets struct{ comps, archs, source map[string]bool }
@@ -209,41 +212,40 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// sourcesEntry is the deb822 .sources text for the suites: one stanza per distinct
-// (types, components), suites in order.
+// withoutAliases drops from names each suite published as an alias of another (dists/
+// stable beside dists/bookworm: the same InRelease), keeping the codename (a suite the
+// packages name), else the first name in order.
+func withoutAliases(names []string, codenames map[string]bool, inRelease map[string]string) []string {
+	slices.SortFunc(names, func(a, b string) int {
+		if codenames[a] != codenames[b] {
+			if codenames[a] {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a, b)
+	})
+	kept := map[string]bool{} // InRelease digests already named
+	return slices.DeleteFunc(names, func(s string) bool {
+		sum := inRelease[s]
+		if sum == "" {
+			return false
+		}
+		if kept[sum] {
+			return true
+		}
+		kept[sum] = true
+		return false
+	})
+}
+
+// sourcesEntry is the deb822 .sources text for the suites (aptsources.Entry).
 func sourcesEntry(base, signedBy string, suites []suiteView) string {
-	type group struct {
-		types, comps string
-		suites       []string
+	as := make([]aptsources.Suite, len(suites))
+	for i, s := range suites {
+		as[i] = aptsources.Suite{Name: s.Name, Components: s.Components, Source: s.Source}
 	}
-	var groups []*group
-	for _, s := range suites {
-		if len(s.Components) == 0 {
-			continue
-		}
-		types := "deb"
-		if s.Source {
-			types = "deb deb-src"
-		}
-		comps := strings.Join(s.Components, " ")
-		i := slices.IndexFunc(groups, func(g *group) bool { return g.types == types && g.comps == comps })
-		if i < 0 {
-			groups = append(groups, &group{types: types, comps: comps})
-			i = len(groups) - 1
-		}
-		groups[i].suites = append(groups[i].suites, s.Name)
-	}
-	var b strings.Builder
-	for i, g := range groups {
-		if i > 0 {
-			b.WriteByte('\n')
-		}
-		fmt.Fprintf(&b, "Types: %s\nURIs: %s\nSuites: %s\nComponents: %s\n", g.types, base, strings.Join(g.suites, " "), g.comps)
-		if signedBy != "" {
-			fmt.Fprintf(&b, "Signed-By: %s\n", signedBy)
-		}
-	}
-	return b.String()
+	return aptsources.Entry(base, signedBy, as)
 }
 
 // views reads the fingerprints and user IDs of the site's armored keys.
@@ -303,14 +305,14 @@ func renderPage(s *site, base, host, query string) []byte {
 		Repository: s.repository, Base: base, Host: host,
 		ReleaseID: s.active.ID, Activated: s.active.ActivatedAt.UTC(), Built: pr.date,
 		Suites: pr.suites, Query: query, Total: len(pr.packages),
-		SourcesPath: "/etc/apt/sources.list.d/" + s.repository + ".sources",
+		SourcesPath: aptsources.Path(s.repository),
 	}
 	v.ActivatedISO = v.Activated.Format(time.RFC3339)
 	v.ActivatedText = v.Activated.Format("2006-01-02 15:04:05 UTC")
 	signedBy := ""
 	if _, ok := s.extra[s.repository+"-archive-keyring.gpg"]; ok {
 		v.Keyring = s.repository + "-archive-keyring.gpg"
-		v.KeyringPath = "/usr/share/keyrings/" + v.Keyring
+		v.KeyringPath = aptsources.KeyringPath(s.repository)
 		signedBy = v.KeyringPath
 	}
 	if s.page != nil {

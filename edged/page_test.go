@@ -320,6 +320,38 @@ func TestDerivePage(t *testing.T) {
 	}
 }
 
+// TestDerivePageAliases: a suite published under its codename and its suite name
+// (dists/stable beside dists/bookworm, the same InRelease) is named once, by its codename,
+// so apt does not fetch every index twice.
+func TestDerivePageAliases(t *testing.T) {
+	m := &manifest.Manifest{Date: "2026-11-20T10:00:00Z",
+		Packages: []manifest.Package{{Suite: "bookworm", Component: "main", Name: "a", Version: "1", Architecture: "amd64", Path: "pool/main/a/a_1_amd64.deb"}}}
+	for _, d := range []string{"bookworm", "stable"} {
+		m.Files = append(m.Files, manifest.File{Path: "dists/" + d + "/InRelease", SHA256: "aa"},
+			manifest.File{Path: "dists/" + d + "/main/binary-amd64/Packages", SHA256: "bb"})
+	}
+	got := sourcesEntry("http://apt.example.test/", "", derivePage(m).suites)
+	if want := "Types: deb\nURIs: http://apt.example.test/\nSuites: bookworm\nComponents: main\n"; got != want {
+		t.Fatalf("sources entry\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestPageSchemeFollowsTLS: an edge that serves HTTPS names https in the page's entry
+// even to a plain HTTP request, with its HTTPS port.
+func TestPageSchemeFollowsTLS(t *testing.T) {
+	var ctx fasthttp.RequestCtx
+	for _, c := range []struct{ tls, raw, want string }{
+		{"", "apt.example.test:8080", "http://apt.example.test:8080"},
+		{":443", "apt.example.test:8080", "https://apt.example.test"},
+		{"127.0.0.1:8443", "apt.example.test", "https://apt.example.test:8443"},
+	} {
+		scheme, authority := pageAuthority(&ctx, []byte("apt.example.test"), []byte(c.raw), c.tls)
+		if got := scheme + "://" + authority; got != c.want {
+			t.Errorf("tls_listen %q, Host %q: %s, want %s", c.tls, c.raw, got, c.want)
+		}
+	}
+}
+
 func TestHostPort(t *testing.T) {
 	for _, c := range []struct{ in, want string }{
 		{"apt.example.test", ""}, {"apt.example.test:8080", "8080"}, {"a:08080", "8080"}, {"a:0", ""},
@@ -374,7 +406,7 @@ func FuzzPage(f *testing.F) {
 		if err != nil {
 			return
 		}
-		scheme, authority := pageAuthority(&ctx, h, []byte(rawHost))
+		scheme, authority := pageAuthority(&ctx, h, []byte(rawHost), "")
 		if scheme != "http" || strings.Trim(authority, "abcdefghijklmnopqrstuvwxyz0123456789.-:[]") != "" {
 			t.Fatalf("Host %q gives %s://%s", rawHost, scheme, authority)
 		}

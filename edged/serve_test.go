@@ -220,7 +220,8 @@ func TestConditional(t *testing.T) {
 	etag, lm := resp.Header.Get("ETag"), resp.Header.Get("Last-Modified")
 	lmTime, _ := http.ParseTime(lm)
 	before := lmTime.Add(-time.Second).Format(http.TimeFormat)
-	after := lmTime.Add(time.Hour).Format(http.TimeFormat)
+	after := time.Now().UTC().Format(http.TimeFormat) // later than Last-Modified, not than the clock
+	future := time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
 	tests := []struct {
 		name   string
 		hdr    []string
@@ -234,6 +235,7 @@ func TestConditional(t *testing.T) {
 		{"If-Modified-Since same", []string{"If-Modified-Since", lm}, 304},
 		{"If-Modified-Since later", []string{"If-Modified-Since", after}, 304},
 		{"If-Modified-Since earlier", []string{"If-Modified-Since", before}, 200},
+		{"If-Modified-Since in the future (invalid, ignored)", []string{"If-Modified-Since", future}, 200},
 		{"If-None-Match wins over If-Modified-Since", []string{"If-None-Match", `"abc"`, "If-Modified-Since", after}, 200},
 	}
 	for _, tt := range tests {
@@ -368,14 +370,14 @@ func TestLastModifiedSettles(t *testing.T) {
 	s := feedSite("demo", []string{hostA}, r2, f.a)
 	s.Active.ActivatedAt = now
 	f.edge.waitVersion(t, f.ctl.set(s, feedSite("other", []string{hostB}, f.b)))
-	future := now.Add(time.Hour).Format(http.TimeFormat)
+	since := now.Format(http.TimeFormat) // the activation's second: not yet settled
 
-	resp, body := get(t, f.edge.addr, "GET", hostA, "/dists/stable/InRelease", "If-Modified-Since", future)
+	resp, body := get(t, f.edge.addr, "GET", hostA, "/dists/stable/InRelease", "If-Modified-Since", since)
 	wantStatus(t, "fresh InRelease with If-Modified-Since", resp, body, 200)
 	if lm := resp.Header.Get("Last-Modified"); lm != "" {
 		t.Fatalf("fresh InRelease has Last-Modified %q", lm)
 	}
-	resp, body = get(t, f.edge.addr, "GET", hostA, "/pool/main/h/hello/hello_2_amd64.deb", "If-Modified-Since", future)
+	resp, body = get(t, f.edge.addr, "GET", hostA, "/pool/main/h/hello/hello_2_amd64.deb", "If-Modified-Since", since)
 	wantStatus(t, "pool file with If-Modified-Since", resp, body, 304)
 
 	r := f.edge.table.Load().hosts[hostA].routes.paths["dists/stable/InRelease"]

@@ -203,6 +203,12 @@ func (e *Edge) apply(ctx context.Context, r *api.Routes, seen time.Time, save, w
 		if s.extra, err = keyringRoutes(fs.Repository, fs.Keys); err != nil {
 			e.logger.Warn("a public key of the routes feed is not served", "err", err)
 		}
+		for _, r := range s.extra {
+			// The keyrings change with the keys: dated as the page is, from when this edge
+			// first served them, so wget -N does not fetch them again with every sync.
+			r.modTime, r.settled = s.page.since, s.page.since+settleSeconds
+			r.lastModified = []byte(time.Unix(s.page.since, 0).UTC().Format(http.TimeFormat))
+		}
 		next.sites = append(next.sites, s)
 		for _, h := range fs.Hostnames {
 			next.hosts[h] = s

@@ -152,6 +152,9 @@ func buildRoutes(s api.Site, releases map[string]*release, now time.Time, prev *
 	}
 	add(act, s.Active.ActivatedAt, 0, false)
 	rm.dirs = buildDirs(rm.paths)
+	for dir, d := range rm.dirs {
+		d.modTime, d.lastModified = dates.ofListing(dir, d.sum, s.Active.ActivatedAt)
+	}
 	for _, r := range s.Retained {
 		if rel := releases[r.Manifest]; rel != nil && r.Until.After(now) {
 			add(rel, rel.date, r.Until.UnixNano(), true)
@@ -219,6 +222,28 @@ func (d *dater) of(p, sum string, def time.Time) (int64, []byte) {
 	}
 	return t, lm
 }
+
+// ofListing dates the listing of directory dir, whose content is fingerprinted by sum:
+// the date it had in the previous map when it showed the same, else def (the
+// activation). Retained releases do not raise it: a listing shows the active release.
+func (d *dater) ofListing(dir, sum string, def time.Time) (int64, []byte) {
+	t := def.Unix()
+	if d.prev != nil && d.carry {
+		if pd, ok := d.prev.get(listingKey(dir)); ok && pd.Sum == sum {
+			t = pd.Date
+		}
+	}
+	lm, ok := d.formats[t]
+	if !ok {
+		lm = []byte(time.Unix(t, 0).UTC().Format(http.TimeFormat))
+		d.formats[t] = lm
+	}
+	return t, lm
+}
+
+// listingKey is the key of directory dir's listing among the kept dates: a leading
+// slash, which no path of a tree has.
+func listingKey(dir string) string { return "/" + dir }
 
 // typeIndex gives by-hash paths (which have no extension) the content type of the
 // named file with the same digest in the same release.

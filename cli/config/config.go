@@ -38,6 +38,9 @@ type Repository struct {
 	Label       string   `toml:"label"`
 	Description string   `toml:"description"`
 	Hostnames   []string `toml:"hostnames"`
+	// HTTPS says the edges serve the hostnames over HTTPS (edged's tls_listen): the
+	// .sources entry of the keyring package then names https, as the page does.
+	HTTPS bool `toml:"https,omitempty"`
 	// Retention is how long edges keep serving by-hash and pool paths of releases that
 	// were active recently ("48h", "7d"). Empty: controld's default.
 	Retention string `toml:"retention,omitempty"`

@@ -296,3 +296,28 @@ func (a *Apt) Install(t testing.TB, root string, pkgs ...string) {
 		runCmd(t, exec.Command("dpkg", "-x", f, root))
 	}
 }
+
+// DpkgInstall installs debs with the real dpkg into root (dpkg --root), with a dpkg
+// database of its own there, as a user's apt-get install would: conffiles are
+// recorded, and a conffile that would need a question (a file already there with
+// other contents) fails, since dpkg's standard input is empty. It returns what dpkg
+// printed and its error.
+func DpkgInstall(t testing.TB, root string, debs ...string) (string, error) {
+	t.Helper()
+	if _, err := exec.LookPath("dpkg"); err != nil {
+		t.Fatalf("dpkg not found: run .ci/install-deps")
+	}
+	admin := filepath.Join(root, "var", "lib", "dpkg")
+	for _, d := range []string{"info", "updates"} {
+		mkdir(t, filepath.Join(admin, d))
+	}
+	for _, f := range []string{"status", "available"} {
+		if _, err := os.Stat(filepath.Join(admin, f)); err != nil {
+			writeFile(t, filepath.Join(admin, f), "")
+		}
+	}
+	cmd := exec.Command("dpkg", append([]string{"--root=" + root, "--force-not-root", "--force-script-chrootless", "-i"}, debs...)...)
+	cmd.Stdin = nil
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
