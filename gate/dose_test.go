@@ -55,14 +55,14 @@ func doseBroken(t testing.TB, packages, native string, foreign ...string) map[st
 }
 
 // armorBroken checks every package of the file as dose-distcheck does.
-func armorBroken(t testing.TB, data []byte, anyAsDose bool, native string, foreign ...string) map[string]bool {
+func armorBroken(t testing.TB, data []byte, DoseAny bool, native string, foreign ...string) map[string]bool {
 	t.Helper()
 	pkgs, err := ReadPackages(data, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	u := NewUniverse(pkgs, native, foreign...)
-	u.anyAsDose = anyAsDose
+	u.DoseAny = DoseAny
 	out := map[string]bool{}
 	for _, id := range NewChecker(u).Broken(u.All()) {
 		p := u.Package(id)
@@ -95,7 +95,7 @@ func differences(armor, dose map[string]bool) []string {
 // Named difference, by design: "name:any". dose-distcheck 7 lets any package of the name
 // meet it, whatever its Multi-Arch and whatever version the relation asks for; dpkg and
 // apt take only a Multi-Arch: allowed package, in the version asked for. Where the two
-// disagree, the case is checked again with dose's reading (anyAsDose): it must then agree.
+// disagree, the case is checked again with dose's reading (DoseAny): it must then agree.
 func TestAgainstDoseGenerated(t *testing.T) {
 	needDose(t)
 	dir := t.TempDir()

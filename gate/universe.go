@@ -35,8 +35,9 @@ type Universe struct {
 	ownConfl [][]int32
 	ownDone  []bool
 	done     []uint8 // per package: depsDone | conflDone
-	// anyAsDose makes ":any" match as dose-distcheck 7 does (see matchReal).
-	anyAsDose bool
+	// DoseAny makes ":any" match as dose-distcheck 7 does (see matchReal): for
+	// comparisons with it, never for a verdict.
+	DoseAny bool
 }
 
 const (
@@ -211,14 +212,14 @@ func (u *Universe) target(r *relation.Relation, arch string) string {
 // Multi-Arch: foreign one of any architecture of the universe. "name:any" is met by a
 // Multi-Arch: allowed package of any architecture, as dpkg and apt have it.
 // dose-distcheck 7 lets any package of the name meet "name:any", whatever its
-// Multi-Arch, and whatever version the relation asks for; anyAsDose does the same, for
+// Multi-Arch, and whatever version the relation asks for; DoseAny does the same, for
 // the differential test to show that this is the only difference.
 func (u *Universe) matchReal(out []int32, r *relation.Relation, arch string) []int32 {
 	want := u.target(r, arch)
 	for _, id := range u.byName[r.Name] {
 		t := &u.pkgs[id]
 		switch {
-		case want == "" && u.anyAsDose:
+		case want == "" && u.DoseAny:
 			out = append(out, id)
 			continue
 		case want == "":

@@ -73,6 +73,11 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if par.m == nil || len(diff.changed) > 0 || diff.removed > 0 {
+		if err := runGate(ctx, &o, par, pkgs.list, ins); err != nil {
+			return nil, err
+		}
+	}
 	stats := Stats{Inputs: len(ins.all), Read: ins.read, Added: diff.added, Removed: diff.removed, Copied: chg.copied, Pruned: chg.pruned}
 
 	// From here on files are staged in the tree; nothing is visible before the commit.

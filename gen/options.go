@@ -91,6 +91,12 @@ type Options struct {
 
 	Progress func(Progress) // may be nil; called from several goroutines
 
+	// Gate, when set, judges the release once its package list is known and before
+	// anything of it is written (the installability check, gate/): an error it returns
+	// refuses the build, which returns it and leaves the tree and manifest as they were.
+	// It is not called for a release that lists the parent's packages unchanged.
+	Gate func(ctx context.Context, in *GateInput) error
+
 	// Manifest, when set, is the manifest file Build writes, once the tree is in place
 	// (Result.Encoded holds its bytes either way). If it cannot be written, Build puts
 	// the tree back as the parent had it and returns the error: the tree and the
