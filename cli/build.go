@@ -90,7 +90,10 @@ type buildResult struct {
 	// Changes lists the packages added, removed, upgraded or downgraded since the parent.
 	Changes []manifest.Change `json:"changes"`
 	Elapsed float64           `json:"elapsed_seconds"`
-	m       *manifest.Manifest
+	// Check is what the installability check found, by suite checked.
+	Check      []checkReport `json:"check,omitempty"`
+	checkNotes []string
+	m          *manifest.Manifest
 }
 
 // buildDate is SOURCE_DATE_EPOCH when set, so builds are reproducible, else now.
@@ -165,6 +168,8 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	opts.Add, opts.Remove, opts.Copy, opts.AllowRemovals = o.Add, o.Remove, o.Copy, o.AllowRemovals
 	opts.Reference, opts.Phase = o.Reference, o.Phase
 	opts.Manifest = manifestPath
+	check := newGateRun(cfg)
+	opts.Gate = check.hook
 	res, err := gen.Build(ctx, opts)
 	if errors.Is(err, gen.ErrTooManyRemovals) {
 		return nil, fmt.Errorf("%w; nothing was written", err)
@@ -187,6 +192,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	out := &buildResult{
 		Manifest: manifestPath, Tree: opts.TreeDir, UpToDate: res.UpToDate,
 		Stats: res.Stats, Elapsed: time.Since(start).Seconds(), m: res.Manifest,
+		Check: check.reports, checkNotes: check.notes,
 	}
 	if res.Manifest != nil {
 		out.Release, out.Parent = res.Manifest.ID, res.Manifest.Parent
@@ -325,6 +331,7 @@ func printBuild(g *Globals, r *buildResult) error {
 	printChangeList(w, r.Changes)
 	fmt.Fprintf(w, "  indexes rewritten: %d; suites signed: %d; files written: %d (%s)\n", s.IndexesWritten, s.SuitesSigned, s.FilesWritten, humanBytes(s.BytesWritten))
 	fmt.Fprintf(w, "  tree: %s\n  manifest: %s\n", r.Tree, r.Manifest)
+	printCheck(w, r.Check, r.checkNotes)
 	return nil
 }
 

@@ -89,6 +89,12 @@ architectures = {{list .Arch}}
 # only through armor remove, keep_versions, or sync.
 # keep_versions = 3  # keep only the newest 3 versions of each package (default: all)
 # sync = true        # mirror the inputs: a .deb deleted is a package removed
+# A build refuses a release in which a package cannot be installed (Depends, Conflicts,
+# Breaks...); "warn" publishes it and says which, "off" does not check.
+check = "refuse"
+# What the packages are installed on, so that their dependencies outside this repository
+# are checked too (else they are reported): Packages files, or APT source lines.
+# base = ["deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://MIRROR/debian bookworm main"]
 
 [suite.inputs]
 {{q (index .Component 0)}} = ["debs/**/*.deb"]

@@ -116,6 +116,9 @@ func (u *Universe) offers(alts []relation.Relation, arch string) string {
 			}
 			have = append(have, what)
 		}
+		if len(have) == 0 && u.Elsewhere != nil {
+			have = u.Elsewhere(r.Name)
+		}
 		switch {
 		case len(have) == 0:
 			parts = append(parts, fmt.Sprintf("nothing has or provides %s", r.Name))

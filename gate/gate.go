@@ -139,6 +139,15 @@ func (s *Suite) universe(pkgs []Package, arch string, known map[string]bool) (*U
 		all[i].base = true
 	}
 	u := NewUniverse(all, arch)
+	u.Elsewhere = func(name string) []string {
+		var out []string
+		for i := range pkgs {
+			if p := &pkgs[i]; p.Name == name && p.Architecture != arch && p.Architecture != "all" {
+				out = append(out, p.Version+" ("+p.Architecture+")")
+			}
+		}
+		return out
+	}
 	if !s.HasBase {
 		u.External = func(name string) bool { return !known[name] }
 	}

@@ -25,6 +25,10 @@ type Universe struct {
 	conflicters map[string][]int32
 	essential   [][]int32 // for each Essential name, its essential packages
 
+	// Elsewhere, when set, tells what the repository has of a name beyond this universe
+	// (other architectures), for explanations: "version (architecture)" each.
+	Elsewhere func(name string) []string
+
 	// External, when set, says whether a name that no package of the universe has or
 	// provides is met from outside it (a repository checked without a base).
 	External func(name string) bool

@@ -70,6 +70,26 @@ type Suite struct {
 	// NotAutomatic and ButAutomaticUpgrades go into Release, for a backports-style suite.
 	NotAutomatic         bool `toml:"not_automatic,omitempty"`
 	ButAutomaticUpgrades bool `toml:"but_automatic_upgrades,omitempty"`
+	// Check says what a build does with packages that cannot be installed: "refuse",
+	// "warn" or "off". armor init writes "refuse"; absent, it is "warn" (DefaultCheck).
+	Check string `toml:"check,omitempty"`
+	// Base names the repositories the suite's packages are installed on (paths or URLs of
+	// Packages files, or APT source lines), for the check to resolve what it lacks.
+	Base []string `toml:"base,omitempty"`
+}
+
+// DefaultCheck is the check policy of a suite whose armor.toml says none: a
+// configuration written before the check existed keeps building, and its builds say what
+// cannot be installed, rather than failing on an upgrade of armor for packages that were
+// published that way all along. armor init writes check = "refuse" for new repositories.
+const DefaultCheck = "warn"
+
+// CheckPolicy returns the suite's check policy, the default when unset.
+func (s Suite) CheckPolicy() string {
+	if s.Check == "" {
+		return DefaultCheck
+	}
+	return s.Check
 }
 
 // RemovalShare returns MaxRemovals as a share from 0 to 1; 0 when unset.
@@ -286,6 +306,16 @@ func (f *File) validate() error {
 		}
 		if s.MaxRemovals != "" && !s.Sync {
 			return fmt.Errorf("%s: max_removals applies only to a suite with sync = true", where)
+		}
+		switch s.Check {
+		case "", "refuse", "warn", "off":
+		default:
+			return fmt.Errorf("%s: check %q: use \"refuse\", \"warn\" or \"off\"", where, s.Check)
+		}
+		for j, b := range s.Base {
+			if strings.TrimSpace(b) == "" {
+				return fmt.Errorf("%s: base[%d] is empty: give a path or URL of a Packages file, or an APT source line", where, j)
+			}
 		}
 		if s.KeepVersions < 0 {
 			return fmt.Errorf("%s: keep_versions %d: use a positive number of versions, or leave it out to keep all", where, s.KeepVersions)

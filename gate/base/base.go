@@ -142,14 +142,14 @@ func (l *Loader) indexes(ctx context.Context, s *Source, arch string) ([]index, 
 		if err != nil {
 			return nil, err
 		}
-		plain, err := decompress(s.file, data)
+		plain, err := Decompress(s.file, data)
 		return []index{{s.file, plain}}, err
 	case s.url != "":
 		data, err := l.fetchURL(ctx, s.url)
 		if err != nil {
 			return nil, err
 		}
-		plain, err := decompress(s.url, data)
+		plain, err := Decompress(s.url, data)
 		return []index{{s.url, plain}}, err
 	}
 	return l.aptIndexes(ctx, s, arch)
@@ -234,7 +234,7 @@ func (l *Loader) fromRelease(ctx context.Context, dist string, rel *release.File
 			}
 			l.keep(d.SHA256, data)
 		}
-		plain, err := decompress(url, data)
+		plain, err := Decompress(url, data)
 		return plain, url, err
 	}
 	return nil, "", errNotListed
@@ -402,8 +402,8 @@ func (l *Loader) fallback(kept []byte, err error) ([]byte, error) {
 	return kept, nil
 }
 
-// decompress undoes .xz or .gz compression, by name or by magic number.
-func decompress(name string, data []byte) ([]byte, error) {
+// Decompress undoes .xz or .gz compression, by name or by magic number.
+func Decompress(name string, data []byte) ([]byte, error) {
 	switch {
 	case bytes.HasPrefix(data, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
 		r, err := xz.NewReader(bytes.NewReader(data))

@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/armor-apt/armor/cli/config"
+	"github.com/armor-apt/armor/gate"
+	"github.com/armor-apt/armor/gate/base"
+	"github.com/armor-apt/armor/gen"
+	"github.com/armor-apt/armor/manifest"
+)
+
+// ErrRefused marks a build the installability check refused.
+var ErrRefused = errors.New("the check refused the release")
+
+// gateRun is the installability check of one build: the hook the build calls, and what
+// it found, for the build's output.
+type gateRun struct {
+	cfg     *config.File
+	loader  *base.Loader
+	reports []checkReport
+	notes   []string // warnings about bases (a kept copy served)
+}
+
+// checkReport is what the check found in a suite, as the build prints it.
+type checkReport struct {
+	Suite    string              `json:"suite"`
+	Policy   string              `json:"policy"`
+	Checked  int                 `json:"checked"`
+	Broken   []checkFinding      `json:"broken"`
+	External map[string][]string `json:"external,omitempty"`
+	report   *gate.Report
+}
+
+type checkFinding struct {
+	Package      string   `json:"package"`
+	Version      string   `json:"version"`
+	Architecture string   `json:"architecture"`
+	In           string   `json:"in"`
+	On           string   `json:"on"`
+	Existing     bool     `json:"existing"`
+	Reasons      []string `json:"reasons"`
+}
+
+func newGateRun(cfg *config.File) *gateRun {
+	g := &gateRun{cfg: cfg}
+	g.loader = &base.Loader{Cache: filepath.Join(cfg.Resolve(cfg.Output.Cache), "base"), Warn: func(err error) { g.notes = append(g.notes, err.Error()) }}
+	return g
+}
+
+// hook is gen.Options.Gate.
+func (g *gateRun) hook(ctx context.Context, in *gen.GateInput) error {
+	parsed := map[string]*gate.Package{} // by .deb digest: parent and release share most
+	var refused []string
+	for _, s := range g.cfg.Suites {
+		policy := gate.Policy(s.CheckPolicy())
+		if policy == gate.Off {
+			continue
+		}
+		rel, err := suitePackages(in.Packages, s.Codename, in.Stanza, parsed)
+		if err != nil {
+			return err
+		}
+		var par []gate.Package
+		if in.Parent != nil {
+			if par, err = suitePackages(in.Parent.Packages, s.Codename, in.Stanza, parsed); err != nil {
+				return err
+			}
+		}
+		rep, err := g.check(ctx, s, rel, par, in.Parent != nil)
+		if err != nil {
+			return err
+		}
+		g.reports = append(g.reports, rep)
+		if policy == gate.Refuse {
+			for _, f := range rep.report.New() {
+				refused = append(refused, f.String())
+			}
+		}
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("%w: %d package checks fail, and nothing was written:\n  %s\n(fix the packages, or set check = \"warn\" on the suite in %s to publish anyway)",
+			ErrRefused, len(refused), strings.Join(refused, "\n  "), g.cfg.Path)
+	}
+	return nil
+}
+
+// check checks one suite, with its bases.
+func (g *gateRun) check(ctx context.Context, s config.Suite, rel, par []gate.Package, change bool) (checkReport, error) {
+	gs := &gate.Suite{Codename: s.Codename, Architectures: s.Architectures, Release: rel, HasBase: len(s.Base) > 0}
+	if change {
+		gs.Parent = par
+		if gs.Parent == nil {
+			gs.Parent = []gate.Package{}
+		}
+	}
+	if gs.HasBase {
+		gs.Base = map[string][]gate.Package{}
+		for _, spec := range s.Base {
+			src, err := base.Parse(spec, g.cfg.Dir())
+			if err != nil {
+				return checkReport{}, fmt.Errorf("suite %s: %w", s.Codename, err)
+			}
+			for _, arch := range s.Architectures {
+				pkgs, err := g.loader.Load(ctx, src, arch)
+				if err != nil {
+					return checkReport{}, fmt.Errorf("suite %s: %w", s.Codename, err)
+				}
+				gs.Base[arch] = append(gs.Base[arch], pkgs...)
+			}
+		}
+	}
+	rep := gate.Check(gs)
+	out := checkReport{Suite: s.Codename, Policy: s.CheckPolicy(), Checked: rep.Checked, External: rep.External, Broken: []checkFinding{}, report: rep}
+	for _, f := range rep.Broken {
+		out.Broken = append(out.Broken, checkFinding{
+			Package: f.Package.Name, Version: f.Package.Version, Architecture: f.Package.Architecture,
+			In: f.Package.From, On: f.Architecture, Existing: f.Existing, Reasons: f.Reasons,
+		})
+	}
+	return out, nil
+}
+
+// suitePackages reads the binary packages of a suite (not the installer's .udeb) from
+// their stanzas.
+func suitePackages(pkgs []manifest.Package, suite string, stanza func(*manifest.Package) ([]byte, error), parsed map[string]*gate.Package) ([]gate.Package, error) {
+	var out []gate.Package
+	for i := range pkgs {
+		p := &pkgs[i]
+		if p.Suite != suite || p.Architecture == "source" || strings.HasSuffix(p.Path, ".udeb") {
+			continue
+		}
+		gp := parsed[p.SHA256]
+		if gp == nil {
+			st, err := stanza(p)
+			if err != nil {
+				return nil, fmt.Errorf("check: %w", err)
+			}
+			pkg, err := gate.ParseStanza(st)
+			if err != nil {
+				return nil, fmt.Errorf("check: %s: %w", p.Path, err)
+			}
+			pkg.SHA256 = p.SHA256
+			gp = &pkg
+			parsed[p.SHA256] = gp
+		}
+		q := *gp
+		q.From = p.Suite + "/" + p.Component
+		out = append(out, q)
+	}
+	return out, nil
+}
+
+// printCheck prints what the check found that the build's output should say: packages
+// that cannot be installed (the refused ones were the build's error), names taken from
+// outside, and bases served from a kept copy.
+func printCheck(w io.Writer, reports []checkReport, notes []string) {
+	for _, n := range notes {
+		fmt.Fprintf(w, "  check: warning: %s\n", n)
+	}
+	for _, r := range reports {
+		for _, f := range r.report.Broken {
+			fmt.Fprintf(w, "  check: warning: %s\n", strings.ReplaceAll(f.String(), "\n", "\n  "))
+		}
+		if len(r.External) > 0 {
+			var names []string
+			for n := range r.External {
+				names = append(names, n)
+			}
+			slices.Sort(names)
+			fmt.Fprintf(w, "  check: %s: %d names outside the repository are taken as met (%s); name a base in %s to check them\n",
+				r.Suite, len(names), strings.Join(firstN(names, 8), ", "), "armor.toml")
+		}
+	}
+}
+
+func firstN(s []string, n int) []string {
+	if len(s) <= n {
+		return s
+	}
+	return append(s[:n:n], fmt.Sprintf("and %d more", len(s)-n))
+}
