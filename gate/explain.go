@@ -110,7 +110,7 @@ func (u *Universe) offers(alts []relation.Relation, arch string) string {
 		}
 		for _, pv := range u.provided[r.Name] {
 			t := &u.pkgs[pv.pkg]
-			what := "provided by " + t.ID()
+			what := "provided without a version (which meets no versioned relation) by " + t.ID()
 			if pv.versioned {
 				what = fmt.Sprintf("%s provided by %s", pv.ver, t.ID())
 			}

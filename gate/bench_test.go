@@ -1,0 +1,86 @@
+package gate
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// synthRepo returns the Packages text of a repository of n packages shaped like a
+// distribution: each package depends on up to four of those before it (libraries
+// below applications), some with version constraints, some through alternatives or a
+// virtual name; one in fifty conflicts with another, one in twenty provides a virtual
+// name. Every package can be installed.
+func synthRepo(n int, seed uint64) string {
+	r := rand.New(rand.NewPCG(seed, 7))
+	var b strings.Builder
+	b.Grow(n * 200)
+	for i := range n {
+		fmt.Fprintf(&b, "Package: p%06d\nVersion: %d.%d-1\nArchitecture: %s\n", i, 1+i%7, i%13, []string{"amd64", "amd64", "amd64", "all"}[r.IntN(4)])
+		if r.IntN(3) == 0 {
+			b.WriteString("Multi-Arch: same\n")
+		}
+		if i > 0 {
+			var deps []string
+			for range r.IntN(5) {
+				j := r.IntN(i)
+				d := fmt.Sprintf("p%06d", j)
+				switch r.IntN(6) {
+				case 0:
+					d += fmt.Sprintf(" (>= %d.0)", 1+j%7)
+				case 1:
+					d += fmt.Sprintf(" | p%06d", r.IntN(i))
+				case 2:
+					if j >= 20 {
+						d = fmt.Sprintf("virt%d", (j/20)%(n/20+1))
+					}
+				}
+				deps = append(deps, d)
+			}
+			if len(deps) > 0 {
+				fmt.Fprintf(&b, "Depends: %s\n", strings.Join(deps, ", "))
+			}
+		}
+		if i%20 == 0 {
+			fmt.Fprintf(&b, "Provides: virt%d\n", (i/20)%(n/20+1))
+		}
+		if i%50 == 7 {
+			fmt.Fprintf(&b, "Conflicts: c%06d\n", i)
+		}
+		b.WriteString("Description: synthetic\n\n")
+	}
+	return b.String()
+}
+
+func TestSynthRepoInstallable(t *testing.T) {
+	pkgs, err := ReadPackages([]byte(synthRepo(3000, 1)), "synth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := NewUniverse(pkgs, "amd64")
+	if broken := NewChecker(u).Broken(u.All()); len(broken) > 0 {
+		t.Fatalf("%d synthetic packages cannot be installed, %s first: %v", len(broken), u.Package(broken[0]).ID(), u.Explain(broken[0]))
+	}
+}
+
+// BenchmarkCheckAddOne100k: the check of a build that adds one package to a
+// repository of 100,000 (parent and release given, as the build hands them over).
+func BenchmarkCheckAddOne100k(b *testing.B) {
+	parent, err := ReadPackages([]byte(synthRepo(100_000, 1)), "stable/main")
+	if err != nil {
+		b.Fatal(err)
+	}
+	add, err := ReadPackages([]byte("Package: new\nVersion: 1\nArchitecture: amd64\nDepends: p099999, p050000 | p000001, virt40\n"), "stable/main")
+	if err != nil {
+		b.Fatal(err)
+	}
+	release := append(parent[:len(parent):len(parent)], add...)
+	b.ResetTimer()
+	for b.Loop() {
+		r := Check(&Suite{Codename: "stable", Architectures: []string{"amd64"}, Release: release, Parent: parent})
+		if r.Checked != 1 || len(r.Broken) != 0 {
+			b.Fatalf("checked %d, broken %v", r.Checked, r.Broken)
+		}
+	}
+}
