@@ -117,9 +117,10 @@ func applyChange(o *Options, prev *manifest.Manifest, inputs packageList) (packa
 				// No longer configured: the configuration changed.
 			case gone:
 				st.removed++
-			case !s.Sync || len(o.Add) > 0:
-				// An explicit addition (armor add) is the parent plus its files: a syncing
-				// suite loses nothing by it, so a runner holding only new files can use it.
+			case !s.Sync || o.explicit():
+				// An explicit change (armor add, remove, copy, phase, a rebase) is the
+				// parent plus it: a syncing suite loses nothing else by it, so a runner
+				// holding only new files, or none, can make it.
 				stays[i] = true
 			}
 		}
@@ -433,7 +434,8 @@ func checkRemovals(o *Options, prev *manifest.Manifest, pkgs []manifest.Package)
 		for j < len(pkgs) && manifest.CompareKeys(&pkgs[j], p) < 0 {
 			j++
 		}
-		if (j == len(pkgs) || manifest.CompareKeys(&pkgs[j], p) != 0) && !pruned(pkgs, j, p, keep[p.Suite]) {
+		if (j == len(pkgs) || manifest.CompareKeys(&pkgs[j], p) != 0) && !pruned(pkgs, j, p, keep[p.Suite]) &&
+			!slices.ContainsFunc(o.Remove, func(r Removal) bool { return r.matches(p) }) {
 			gone[p.Suite] = append(gone[p.Suite], p)
 		}
 	}
@@ -484,3 +486,9 @@ func pruned(pkgs []manifest.Package, at int, p *manifest.Package, keep int) bool
 // DefaultMaxRemovals is the share of a syncing suite's packages one build may remove
 // without --allow-removals.
 const DefaultMaxRemovals = 0.10
+
+// explicit reports whether the build is an explicit change (files added, packages
+// removed, copied, phased, or referenced by a rebase), which sync does not apply to.
+func (o *Options) explicit() bool {
+	return len(o.Add)+len(o.Remove)+len(o.Copy)+len(o.Phase)+len(o.Reference) > 0
+}

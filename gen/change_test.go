@@ -455,3 +455,25 @@ func versionsOf(m *manifest.Manifest, name string) []string {
 	}
 	return out
 }
+
+// TestSyncExplicitChange: on a runner that holds none of a sync suite's files, an
+// explicit change (armor copy, phase, remove) is the parent plus it: the suite keeps its
+// packages.
+func TestSyncExplicitChange(t *testing.T) {
+	r := newRepo(t, repoConfig{Synth: 4})
+	r.Opts.Suites[0].Sync = true
+	writeOne(t, r.in("tool"), "tool", "1.0", "amd64", "")
+	first := r.mustBuild().Manifest
+	if err := os.RemoveAll(r.in("")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(r.in(""), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r.Opts.Suites[0].AllowEmpty = true
+	r.Opts.Remove = []gen.Removal{{Name: "tool"}}
+	res := r.mustBuild()
+	if len(res.Manifest.Packages) != len(first.Packages)-1 {
+		t.Fatalf("armor remove on a runner without the sync suite's files: %d packages, want %d", len(res.Manifest.Packages), len(first.Packages)-1)
+	}
+}

@@ -28,8 +28,9 @@ type Suite struct {
 	// the build with a *NoInputsError, rather than signing a release that lacks its packages.
 	AllowEmpty bool
 	// Sync makes the suite mirror its inputs: a package of the parent whose file is no
-	// longer among them is removed (not by a build that adds files, Options.Add, which is
-	// the parent plus them). Otherwise the parent is the truth, and inputs only add.
+	// longer among them is removed (not by an explicit change, Options.Add, Remove, Copy,
+	// Phase or Reference, which is the parent plus it). Otherwise the parent is the truth,
+	// and inputs only add.
 	Sync bool
 	// MaxRemovals is the share (0 to 1) of a syncing suite's packages one build may remove
 	// unless Options.AllowRemovals; 0 means DefaultMaxRemovals, 1 or more no limit.
