@@ -57,7 +57,7 @@ func TestImportFromGpg(t *testing.T) {
 			if got := k.Info().Algorithm; got != tc.wantAlgo {
 				t.Errorf("algorithm: got %s, want %s", got, tc.wantAlgo)
 			}
-			if got := k.signer.PublicKey.IsSubkey; got != tc.bySubkey {
+			if got := k.pub.IsSubkey; got != tc.bySubkey {
 				t.Errorf("signs with a subkey: got %v, want %v", got, tc.bySubkey)
 			}
 

@@ -36,11 +36,34 @@ var (
 	ErrUnsupportedKey     = errors.New("key algorithm or version not accepted by apt in Debian 12")
 )
 
-// Key is an OpenPGP secret key ready to sign: its signing key material is decrypted.
+// Key is an OpenPGP key ready to sign: a certificate (the public key, its user IDs and
+// self-signatures, and for a key file its decrypted secret material) and the Signer that
+// makes the signatures of its signing key, in this process or in an HSM, KMS or agent.
 // A Key is safe for concurrent use by several goroutines once created.
 type Key struct {
 	entity *openpgp.Entity
-	signer openpgp.Key // the primary key or a subkey that can sign, with its secret part
+	pub    *packet.PublicKey // the key that signs: the primary key or a signing subkey
+	signer Signer
+	from   string // where a key held elsewhere lives (its key URI); "" for a key file
+}
+
+// describe names the key for an error message.
+func (k *Key) describe() string {
+	if k.from != "" {
+		return fmt.Sprintf("key %s (%s)", k.Fingerprint(), k.from)
+	}
+	return "key " + k.Fingerprint()
+}
+
+// Signer returns what makes k's signatures.
+func (k *Key) Signer() Signer { return k.signer }
+
+// Close releases what k's Signer holds (a PKCS#11 session, an agent connection).
+func (k *Key) Close() error {
+	if c, ok := k.signer.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // KeyInfo describes a Key. Algorithm and Bits describe the key that signs, which is the
@@ -105,7 +128,17 @@ func newKey(e *openpgp.Entity) (*Key, error) {
 	if signer.PrivateKey.Encrypted {
 		return nil, ErrPassphraseRequired
 	}
-	return &Key{entity: e, signer: signer}, nil
+	return fileKey(e, signer)
+}
+
+// fileKey is the Key of an entity read from a key file, whose signing key signer is
+// decrypted.
+func fileKey(e *openpgp.Entity, signer openpgp.Key) (*Key, error) {
+	fs, err := newFileSigner(signer.PrivateKey)
+	if err != nil {
+		return nil, err
+	}
+	return &Key{entity: e, pub: signer.PublicKey, signer: fs}, nil
 }
 
 // hasSecret reports whether pk holds usable secret material (not a gpg stub).
@@ -194,7 +227,11 @@ func ReadSecretKey(r io.Reader, passphrase []byte) (*Key, error) {
 			return nil, fmt.Errorf("read secret key %X: %w: %w", e.PrimaryKey.Fingerprint, ErrWrongPassphrase, err)
 		}
 	}
-	return &Key{entity: e, signer: signer}, nil
+	k, err := fileKey(e, signer)
+	if err != nil {
+		return nil, fmt.Errorf("read secret key: %w", err)
+	}
+	return k, nil
 }
 
 func entityHasSecret(e *openpgp.Entity) bool {
@@ -225,6 +262,9 @@ func entityEncrypted(e *openpgp.Entity) bool {
 // encrypted with passphrase iff passphrase is not empty, in a form gpg 2.2 imports.
 func (k *Key) WriteSecret(w io.Writer, passphrase []byte) error {
 	e := k.entity
+	if k.from != "" {
+		return fmt.Errorf("write secret key %s: it lives in %s, which never hands it out", k.Fingerprint(), k.from)
+	}
 	if e.PrivateKey == nil {
 		return fmt.Errorf("write secret key %s: primary key has no secret packet", k.Fingerprint())
 	}
@@ -307,7 +347,7 @@ func (k *Key) Info() KeyInfo {
 	if id := k.entity.PrimaryIdentity(); id != nil {
 		info.UserID = id.Name
 	}
-	pk := k.signer.PublicKey
+	pk := k.pub
 	if bits, err := pk.BitLength(); err == nil {
 		info.Bits = int(bits)
 	}

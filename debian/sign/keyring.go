@@ -42,8 +42,8 @@ func (k *Key) InKeyring(keyring []byte) (ok bool, fingerprints []string, err err
 		if !bytes.Equal(e.PrimaryKey.Fingerprint, k.entity.PrimaryKey.Fingerprint) {
 			continue
 		}
-		if pub, found := e.SigningKeyById(time.Now(), k.signer.PublicKey.KeyId); found &&
-			bytes.Equal(pub.PublicKey.Fingerprint, k.signer.PublicKey.Fingerprint) {
+		if pub, found := e.SigningKeyById(time.Now(), k.pub.KeyId); found &&
+			bytes.Equal(pub.PublicKey.Fingerprint, k.pub.Fingerprint) {
 			ok = true
 		}
 	}

@@ -6,43 +6,92 @@ import (
 	"crypto"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
-	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 )
 
-// signConfig returns the configuration for one signature made at time at (truncated to
-// seconds, as OpenPGP stores it) with hash h. A time before the key's creation becomes the
-// creation time: gpgv and apt refuse a signature older than its key, and the result is
-// still a function of the key and at.
-//
-// It turns off go-crypto's salt notation (salt@notations.openpgpjs.org), a random value it
-// otherwise adds to every v4 signature. Without it a signature is a function of the key,
-// the signed text, the hash and the signing time (RSA PKCS#1 v1.5 and EdDSA are
-// deterministic), so two builds of one Release give byte-identical InRelease and
-// Release.gpg. The salt guards EdDSA against fault attacks on the signing machine; a
-// repository's reproducible output is worth more here, and gpg does not salt either.
-func (k *Key) signConfig(h crypto.Hash, at time.Time) (*packet.Config, error) {
-	switch h {
-	case 0:
-		h = crypto.SHA512
-	case crypto.SHA256, crypto.SHA384, crypto.SHA512:
-	default:
-		return nil, fmt.Errorf("sign: unsupported hash %v (want SHA256, SHA384 or SHA512)", h)
+// hashNames are the Hash header values of a clear-signed message (RFC 4880, section 9.4).
+var hashNames = map[crypto.Hash]string{crypto.SHA256: "SHA256", crypto.SHA384: "SHA384", crypto.SHA512: "SHA512"}
+
+// checkHash applies the default (SHA512) and refuses other hashes than SHA-2's.
+func checkHash(h crypto.Hash) (crypto.Hash, error) {
+	if h == 0 {
+		return crypto.SHA512, nil
 	}
+	if _, ok := hashNames[h]; !ok {
+		return 0, fmt.Errorf("sign: unsupported hash %v (want SHA256, SHA384 or SHA512)", h)
+	}
+	return h, nil
+}
+
+// signText returns k's binary signature of text: a v4 text signature (type 0x01) made at
+// time at (truncated to seconds; a time before the key's creation becomes the creation
+// time, since gpgv and apt refuse a signature older than its key).
+//
+// The signature is a function of the key, text, hash and at: armor adds no random salt
+// notation (go-crypto's default adds salt@notations.openpgpjs.org), and RSA PKCS#1 v1.5
+// and EdDSA are deterministic, so two builds of one Release give byte-identical InRelease
+// and Release.gpg. The salt guards EdDSA against fault attacks on the signing machine; a
+// repository's reproducible output is worth more here, and gpg does not salt either.
+//
+// Before it returns, the signature is verified with go-crypto against k's public key, so
+// a backend that signed with another key, or garbled its answer, fails here.
+func (k *Key) signText(ctx context.Context, text []byte, h crypto.Hash, at time.Time) ([]byte, error) {
 	at = at.Truncate(time.Second)
-	if created := k.signer.PublicKey.CreationTime; at.Before(created) {
+	if created := k.pub.CreationTime; at.Before(created) {
 		at = created
 	}
-	return &packet.Config{
-		DefaultHash:                           h,
-		Time:                                  func() time.Time { return at },
-		SigningKeyId:                          k.signer.PublicKey.KeyId,
-		NonDeterministicSignaturesViaNotation: new(false),
-	}, nil
+	write := func(w io.Writer) error { return writeCanonical(w, text) }
+	sig, err := signPacket(ctx, k.signer, k.pub, sigSpec{typ: packet.SigTypeText, hash: h, at: at}, write)
+	if err != nil {
+		return nil, fmt.Errorf("sign with %s: %w", k.describe(), err)
+	}
+	if err := checkPacket(k.pub, sig, write); err != nil {
+		return nil, fmt.Errorf("sign with %s: the signature it made does not verify against key %X (does the key URI name another key?): %w",
+			k.describe(), k.pub.Fingerprint, err)
+	}
+	return sig, nil
+}
+
+// checkPacket verifies a signature packet made by pub over what write feeds.
+func checkPacket(pub *packet.PublicKey, sigPacket []byte, write func(io.Writer) error) error {
+	p, err := packet.Read(bytes.NewReader(sigPacket))
+	if err != nil {
+		return fmt.Errorf("read back the signature: %w", err)
+	}
+	sig, ok := p.(*packet.Signature)
+	if !ok {
+		return fmt.Errorf("read back a %T, not a signature", p)
+	}
+	h := sig.Hash.New()
+	if err := write(h); err != nil {
+		return err
+	}
+	return pub.VerifySignature(h, sig)
+}
+
+// writeCanonical writes text with its line endings as CR LF, the form text signatures
+// hash (RFC 4880, section 5.2.1). checkClearsignable has refused carriage returns.
+func writeCanonical(w io.Writer, text []byte) error {
+	for len(text) > 0 {
+		i := bytes.IndexByte(text, '\n')
+		if i < 0 {
+			_, err := w.Write(text)
+			return err
+		}
+		if _, err := w.Write(text[:i]); err != nil {
+			return err
+		}
+		if _, err := w.Write([]byte("\r\n")); err != nil {
+			return err
+		}
+		text = text[i+1:]
+	}
+	return nil
 }
 
 // Clearsign returns data clear-signed, as an InRelease file holds Release. hash is
@@ -54,91 +103,15 @@ func (k *Key) signConfig(h crypto.Hash, at time.Time) (*packet.Config, error) {
 // which clear-signing cannot carry; such data is refused rather than signed altered.
 // The signature block carries a CRC24 line, which gpgv 2.2 needs.
 func (k *Key) Clearsign(data []byte, hash crypto.Hash) ([]byte, error) {
-	return k.clearsign(data, hash, time.Now())
+	in, _, err := SignRelease(context.Background(), []*Key{k}, data, hash, time.Now())
+	return in, err
 }
 
-func (k *Key) clearsign(data []byte, hash crypto.Hash, at time.Time) ([]byte, error) {
-	if err := checkClearsignable(data); err != nil {
-		return nil, fmt.Errorf("clearsign: %w", err)
-	}
-	cfg, err := k.signConfig(hash, at)
-	if err != nil {
-		return nil, err
-	}
-	var raw bytes.Buffer
-	w, err := clearsign.Encode(&raw, k.signer.PrivateKey, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("clearsign: %w", err)
-	}
-	if _, err := w.Write(data); err != nil {
-		return nil, fmt.Errorf("clearsign: %w", err)
-	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("clearsign: %w", err)
-	}
-	return rearmor(raw.Bytes())
-}
-
-// clearsignMulti clear-signs data with every key, in order, in one signature block.
-func clearsignMulti(keys []*Key, data []byte, hash crypto.Hash, at time.Time) ([]byte, error) {
-	if err := checkClearsignable(data); err != nil {
-		return nil, fmt.Errorf("clearsign: %w", err)
-	}
-	var cfg *packet.Config // the latest of the keys' times: none signs before it existed
-	for _, k := range keys {
-		c, err := k.signConfig(hash, at)
-		if err != nil {
-			return nil, err
-		}
-		if cfg == nil || c.Now().After(cfg.Now()) {
-			cfg = c
-		}
-	}
-	cfg.SigningKeyId = 0 // each key signs with its own signer below
-	signers := make([]*packet.PrivateKey, len(keys))
-	for i, k := range keys {
-		signers[i] = k.signer.PrivateKey
-	}
-	var raw bytes.Buffer
-	w, err := clearsign.EncodeMulti(&raw, signers, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("clearsign: %w", err)
-	}
-	if _, err := w.Write(data); err != nil {
-		return nil, fmt.Errorf("clearsign: %w", err)
-	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("clearsign: %w", err)
-	}
-	return rearmor(raw.Bytes())
-}
-
-// sigBegin starts the signature block of a clear-signed message. Text lines that start
-// with "-" are dash-escaped, so the last occurrence at a line start is the real one.
-var sigBegin = []byte("\n-----BEGIN PGP SIGNATURE-----\n")
-
-// rearmor rewrites the signature block of a clear-signed message with a CRC24 line.
-// clearsign.Encode omits it, and gpgv 2.2 then rejects signatures whose base64 has no
-// padding.
-func rearmor(msg []byte) ([]byte, error) {
-	i := bytes.LastIndex(msg, sigBegin)
-	if i < 0 {
-		return nil, errors.New("clearsign: no signature block in output")
-	}
-	block, err := armor.Decode(bytes.NewReader(msg[i+1:]))
-	if err != nil {
-		return nil, fmt.Errorf("clearsign: decode signature block: %w", err)
-	}
-	var sig bytes.Buffer
-	if _, err := sig.ReadFrom(block.Body); err != nil {
-		return nil, fmt.Errorf("clearsign: decode signature block: %w", err)
-	}
-	out := bytes.NewBuffer(make([]byte, 0, len(msg)+8))
-	out.Write(msg[:i+1])
-	if err := writeArmored(out, openpgp.SignatureType, sig.Bytes()); err != nil {
-		return nil, fmt.Errorf("clearsign: %w", err)
-	}
-	return out.Bytes(), nil
+// DetachSign returns an armored detached signature of data made now, as Release.gpg
+// holds for Release, with a CRC24 line. hash is as for Clearsign.
+func (k *Key) DetachSign(data []byte, hash crypto.Hash) ([]byte, error) {
+	_, det, err := SignRelease(context.Background(), []*Key{k}, data, hash, time.Now())
+	return det, err
 }
 
 // checkClearsignable refuses text that a clear-signed message cannot carry unchanged.
@@ -161,24 +134,6 @@ func checkClearsignable(data []byte) error {
 	return nil
 }
 
-// DetachSign returns an armored detached signature of data made now, as Release.gpg
-// holds for Release, with a CRC24 line. hash is as for Clearsign.
-func (k *Key) DetachSign(data []byte, hash crypto.Hash) ([]byte, error) {
-	cfg, err := k.signConfig(hash, time.Now())
-	if err != nil {
-		return nil, err
-	}
-	var sig bytes.Buffer
-	if err := openpgp.DetachSign(&sig, k.entity, bytes.NewReader(data), cfg); err != nil {
-		return nil, fmt.Errorf("detach sign: %w", err)
-	}
-	var out bytes.Buffer
-	if err := writeArmored(&out, openpgp.SignatureType, sig.Bytes()); err != nil {
-		return nil, fmt.Errorf("detach sign: %w", err)
-	}
-	return out.Bytes(), nil
-}
-
 // SignRelease returns the InRelease and Release.gpg of a Release file from ONE signature
 // made at time at (the Release's Date): a text-mode signature over data, clear-signed into
 // InRelease and the same signature armored alone as Release.gpg. Verifiers canonicalise
@@ -193,27 +148,50 @@ func (k *Key) SignRelease(ctx context.Context, data []byte, hash crypto.Hash, at
 }
 
 // SignRelease is Key.SignRelease with several keys: InRelease and Release.gpg carry one
-// signature by each, which apt accepts when it trusts any of the keys. That is how a
-// repository changes keys: during an overlap it signs with the old key and the new one,
-// until its users have the new key.
+// signature by each, in order, which apt accepts when it trusts any of the keys. That is
+// how a repository changes keys: during an overlap it signs with the old key and the new
+// one, until its users have the new key.
 func SignRelease(ctx context.Context, keys []*Key, data []byte, hash crypto.Hash, at time.Time) (inRelease, detached []byte, err error) {
-	if err := ctx.Err(); err != nil {
-		return nil, nil, fmt.Errorf("sign release: %w", err)
-	}
-	switch len(keys) {
-	case 0:
+	if len(keys) == 0 {
 		return nil, nil, errors.New("sign release: no key")
-	case 1:
-		inRelease, err = keys[0].clearsign(data, hash, at)
-	default:
-		inRelease, err = clearsignMulti(keys, data, hash, at)
 	}
-	if err != nil {
+	if err := checkClearsignable(data); err != nil {
+		return nil, nil, fmt.Errorf("clearsign: %w", err)
+	}
+	if hash, err = checkHash(hash); err != nil {
 		return nil, nil, err
 	}
-	i := bytes.LastIndex(inRelease, sigBegin)
-	if i < 0 {
-		return nil, nil, errors.New("sign release: no signature block in InRelease")
+	var sigs []byte
+	for _, k := range keys {
+		if err := ctx.Err(); err != nil {
+			return nil, nil, fmt.Errorf("sign release: %w", err)
+		}
+		sig, err := k.signText(ctx, data, hash, at)
+		if err != nil {
+			return nil, nil, err
+		}
+		sigs = append(sigs, sig...)
 	}
-	return inRelease, inRelease[i+1:], nil
+	var block bytes.Buffer
+	if err := writeArmored(&block, openpgp.SignatureType, sigs); err != nil {
+		return nil, nil, fmt.Errorf("sign release: %w", err)
+	}
+	var msg bytes.Buffer
+	msg.Grow(len(data) + len(data)/16 + block.Len() + 64)
+	fmt.Fprintf(&msg, "-----BEGIN PGP SIGNED MESSAGE-----\nHash: %s\n\n", hashNames[hash])
+	writeDashEscaped(&msg, data)
+	msg.WriteByte('\n')
+	msg.Write(block.Bytes())
+	return msg.Bytes(), block.Bytes(), nil
+}
+
+// writeDashEscaped writes the text of a clear-signed message: each line that starts with
+// a dash gets "- " before it (RFC 4880, section 7.1).
+func writeDashEscaped(w *bytes.Buffer, text []byte) {
+	for line := range strings.Lines(string(text)) {
+		if strings.HasPrefix(line, "-") {
+			w.WriteString("- ")
+		}
+		w.WriteString(line)
+	}
 }

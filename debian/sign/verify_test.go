@@ -174,7 +174,7 @@ func dearmor(t testing.TB, armored []byte) []byte {
 // corruptSignature flips a bit in the signature's MPI and re-armors it with a valid CRC.
 func corruptSignature(t *testing.T, msg []byte) []byte {
 	t.Helper()
-	i := bytes.LastIndex(msg, sigBegin)
+	i := bytes.LastIndex(msg, []byte("\n-----BEGIN PGP SIGNATURE-----\n"))
 	sig := dearmor(t, msg[i+1:])
 	sig[len(sig)-3] ^= 0x01
 	var out bytes.Buffer
