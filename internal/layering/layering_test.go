@@ -63,6 +63,12 @@ var rules = []rule{
 		why:  "the Debian and OpenPGP formats are neutral ground: they neither build, push nor serve",
 	},
 	{
+		from:  []string{"controld/...", "edged/...", "gen/...", "publish/...", "manifest/...", "store/..."},
+		deny:  []string{"debian/sign/..."},
+		allow: []string{"debian/sign"},
+		why:   "keys stay home: only the armor command opens a signer held in an HSM, a KMS or gpg-agent (debian/sign's backends); the others sign with a *sign.Key they are handed, or verify",
+	},
+	{
 		from: []string{"controld/...", "edged/..."},
 		deny: []string{"gen/...", "publish/..."},
 		why:  "the daemons verify and serve; they read Debian formats through debian/, never through the builder or the push workflows",
