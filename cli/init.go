@@ -2,6 +2,8 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,9 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"text/template"
+	"time"
 
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/debian/sign"
+	"github.com/armor-apt/armor/debian/sign/keyuri"
 	"github.com/armor-apt/armor/internal/atomicfile"
 )
 
@@ -30,6 +34,7 @@ type InitCmd struct {
 	Arch        []string `help:"Architecture (repeatable)." default:"amd64"`
 	KeyAlgo     string   `help:"Signing key algorithm: rsa4096, rsa3072 or eddsa." default:"rsa4096" enum:"rsa4096,rsa3072,eddsa"`
 	KeyName     string   `help:"User ID name of the signing key (default: \"<origin> archive signing key\")."`
+	Key         string   `help:"Sign with a key held elsewhere, named by URI: pkcs11:..., awskms://[ENDPOINT]/KEY, gpg-agent:FINGERPRINT. No key file is made; keys/ gets the key's public half. A token PIN comes from $ARMOR_KEY_PASSPHRASE or pin-source, never from this flag."`
 	Store       string   `help:"rclone remote to push to (default: a local directory inside the project)." default:".armor/store"`
 	ControldURL string   `name:"controld" help:"controld URL, if you run one."`
 	Force       bool     `help:"Overwrite an existing armor.toml and key."`
@@ -48,14 +53,18 @@ func (c *InitCmd) Run(g *Globals) error {
 	if g.JSON {
 		return printJSON(g.stdout, res)
 	}
+	where := res.SecretKey + " (git ignores .armor/: it never leaves this machine)"
+	if c.Key != "" {
+		where = res.SecretKey + " (the key stays there: nothing secret is on this machine)"
+	}
 	fmt.Fprintf(g.stdout, `wrote %s
 signing key %s
-  secret key: %s (git ignores .armor/: it never leaves this machine)
+  secret key: %s
   public key: %s (armored), %s (keyring for /usr/share/keyrings and Signed-By)
 git ignores public/ (the tree armor build writes) and debs/ (the inputs; CI builds them):
   commit armor.toml, keys/, .gitignore and, after each build, manifest.toml
 put .deb files under %s, then run: armor build && armor push
-`, res.Config, res.Fingerprint, res.SecretKey, res.PublicKey, res.Keyring, res.Inputs)
+`, res.Config, res.Fingerprint, where, res.PublicKey, res.Keyring, res.Inputs)
 	return nil
 }
 
@@ -100,11 +109,12 @@ check = "refuse"
 {{q (index .Component 0)}} = ["debs/**/*.deb"]
 
 [signing]
-# The secret key stays on this machine. Elsewhere, such as a CI runner, hand it over in
-# $ARMOR_SIGNING_KEY (the armored key) or $ARMOR_SIGNING_KEY_FILE (a path), which win
-# over this line. Its passphrase, if any, comes from $ARMOR_KEY_PASSPHRASE or
-# $ARMOR_KEY_PASSPHRASE_FILE (else passphrase_env / passphrase_file here).
-key = ".armor/keys/signing.sec.asc"
+# The secret key stays on this machine, or in the HSM, KMS or gpg-agent a key URI names
+# (pkcs11:, awskms://, gpg-agent:). Elsewhere, such as a CI runner, hand it over in
+# $ARMOR_SIGNING_KEY (the armored key, or a key URI) or $ARMOR_SIGNING_KEY_FILE (a path),
+# which win over this line. Its passphrase (a token's PIN), if any, comes from
+# $ARMOR_KEY_PASSPHRASE or $ARMOR_KEY_PASSPHRASE_FILE (else passphrase_env / passphrase_file here).
+key = {{q .KeyRef}}
 digest = "SHA512"
 
 [output]
@@ -120,6 +130,38 @@ remote = {{q .Store}}
 url = {{q .ControldURL}}
 # The token comes from $ARMOR_TOKEN (or token_env / token_file), never from this file.
 `
+
+// initTemplate is what armor.toml's template reads.
+type initTemplate struct {
+	*InitCmd
+	KeyRef string // signing.key: the key file's path or the key URI
+}
+
+// checkKeyFlag refuses a --key that is no key URI, or that carries a PIN (a flag shows
+// in the shell's history and in ps, and armor.toml, where it would go, is committed).
+func checkKeyFlag(uri string) error {
+	if !sign.IsKeyURI(uri) {
+		return fmt.Errorf("--key %q is not a key URI (pkcs11:, awskms://, gpg-agent:): for a key file, run armor init without --key and then armor key import", uri)
+	}
+	if keyuri.HasSecret(uri) {
+		return fmt.Errorf("--key %s carries pin-value: a flag must not hold a secret; use pin-source=FILE in the URI, or $ARMOR_KEY_PASSPHRASE", keyuri.Redact(uri))
+	}
+	return nil
+}
+
+// remoteKey opens the key a URI names and makes its OpenPGP public key: the one gpg
+// already has for a gpg-agent key, else a new certificate with the user ID name, created
+// now and self-signed through the key.
+func remoteKey(ctx context.Context, uri, name string, pin []byte) (*sign.Key, error) {
+	s, err := keyuri.Open(ctx, uri, pin)
+	if err != nil {
+		return nil, fmt.Errorf("--key: %w", err)
+	}
+	if cert := keyuri.Certificate(s); cert != nil {
+		return sign.NewKey(s, uri, cert)
+	}
+	return sign.Certify(ctx, s, uri, name, time.Now())
+}
 
 func runInit(c *InitCmd, pass []byte) (*initResult, error) {
 	if c.Origin == "" {
@@ -151,8 +193,13 @@ func runInit(c *InitCmd, pass []byte) (*initResult, error) {
 			return "[" + strings.Join(q, ", ") + "]"
 		},
 	}).Parse(armorTOML))
+	if c.Key != "" {
+		if err := checkKeyFlag(c.Key); err != nil {
+			return nil, err
+		}
+	}
 	var buf bytes.Buffer
-	if err := tmpl.Execute(&buf, c); err != nil {
+	if err := tmpl.Execute(&buf, initTemplate{c, cmp.Or(c.Key, ".armor/keys/signing.sec.asc")}); err != nil {
 		return nil, err
 	}
 	// Validate what we are about to write with the same parser build uses.
@@ -173,7 +220,14 @@ func runInit(c *InitCmd, pass []byte) (*initResult, error) {
 		return nil, err
 	}
 	keyPath := filepath.Join(armorDir, "keys", "signing.sec.asc")
-	k, err := generateKey(c.KeyName, "", sign.Algorithm(c.KeyAlgo), keyPath, pass, c.Force)
+	var k *sign.Key
+	var err error
+	if c.Key != "" {
+		k, err = remoteKey(context.Background(), c.Key, c.KeyName, pass)
+		keyPath = c.Key
+	} else {
+		k, err = generateKey(c.KeyName, "", sign.Algorithm(c.KeyAlgo), keyPath, pass, c.Force)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/debian/sign"
+	"github.com/armor-apt/armor/debian/sign/keyuri"
 	"github.com/armor-apt/armor/internal/atomicfile"
 )
 
@@ -191,9 +193,13 @@ func loadSigningKey(cfg *config.File) (*sign.Key, string, error) {
 	return k, sec.From, err
 }
 
-// readSigningKey decrypts a secret key, naming where the key and its passphrase came
-// from in errors. cfg, which may be nil, only words the hint for a missing passphrase.
+// readSigningKey decrypts a secret key, or opens the key a key URI names, naming where
+// the key and its passphrase came from in errors. cfg, which may be nil, only words the
+// hint for a missing passphrase (and gives a key URI its published key).
 func readSigningKey(sec, pass config.Secret, cfg *config.File) (*sign.Key, error) {
+	if sec.URI != "" {
+		return openKeyURI(context.Background(), sec, pass, cfg)
+	}
 	k, err := sign.ReadSecretKey(bytes.NewReader(sec.Data), pass.Data)
 	switch {
 	case err == nil:
@@ -208,6 +214,45 @@ func readSigningKey(sec, pass config.Secret, cfg *config.File) (*sign.Key, error
 		return nil, fmt.Errorf("signing key from %s: %w", sec.From, err)
 	}
 	return nil, fmt.Errorf("%s holds no usable secret key (%w): give it an armored secret key, such as `gpg --export-secret-keys --armor KEYID` prints", sec.From, err)
+}
+
+// openKeyURI opens a key held elsewhere and matches it with its OpenPGP public key: the
+// repository's published keyring (keys/), or the certificate its backend keeps (gpg's,
+// for gpg-agent). The PIN of a PKCS#11 token whose URI gives none is the passphrase.
+func openKeyURI(ctx context.Context, sec, pass config.Secret, cfg *config.File) (*sign.Key, error) {
+	s, err := keyuri.Open(ctx, sec.URI, pass.Data)
+	if err != nil {
+		return nil, fmt.Errorf("signing key from %s: %w", sec.From, err)
+	}
+	var certs [][]byte
+	if c := keyuri.Certificate(s); c != nil {
+		certs = append(certs, c)
+	}
+	var paths []string
+	if cfg != nil {
+		paths = cfg.PublishedKeyrings()
+	}
+	for _, p := range paths {
+		data, err := readFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("published keyring: %w", err)
+		}
+		certs = append(certs, data)
+	}
+	if len(certs) == 0 {
+		base := "keys/<name>-archive-keyring.gpg"
+		if cfg != nil {
+			base = config.PublicKeyBase(cfg.Dir(), cfg.Repository.Name) + ".gpg"
+		}
+		return nil, fmt.Errorf("signing key from %s (%s) has no OpenPGP public key: it is kept in %s, which armor init --key writes; commit it beside armor.toml",
+			sec.From, keyuri.Redact(sec.URI), base)
+	}
+	k, err := sign.NewKey(s, keyuri.Redact(sec.URI), certs...)
+	if err != nil {
+		return nil, fmt.Errorf("signing key from %s: %w (in %s): sign with the published key, or publish this one first (armor key rotate --to URI)",
+			sec.From, err, strings.Join(paths, ", "))
+	}
+	return k, nil
 }
 
 // checkPublished refuses a key whose signatures the repository's published keyring

@@ -22,6 +22,7 @@ import (
 type KeyRotateCmd struct {
 	ControldFlags
 	Algo   string `help:"The new key's algorithm: rsa4096 (default), rsa3072 or eddsa." default:"rsa4096" enum:"rsa4096,rsa3072,eddsa"`
+	To     string `help:"The new key is held elsewhere, named by URI (pkcs11:..., awskms://..., gpg-agent:FINGERPRINT) instead of generated into a file. A token PIN comes from $ARMOR_KEY_PASSPHRASE or pin-source, never from this flag."`
 	Finish bool   `help:"End the overlap: the new key becomes the signing key, the old one leaves the keyring."`
 }
 
@@ -29,7 +30,9 @@ type KeyRotateCmd struct {
 func (c *KeyRotateCmd) Help() string {
 	return `armor key rotate starts the change: it generates the new key into .armor/keys/next.sec.asc (with the signing key's passphrase), adds it to keys/<name>-archive-keyring.asc and .gpg beside the old one, sets signing.next_key in armor.toml, and registers it in controld when one is configured (an admin token), so the edge serves both. From then on every build signs InRelease and Release.gpg with both keys, and apt accepts them with either. Publish the keyring package again (armor key package) so users receive the new key with their upgrades; on a CI runner hand the new key over in $ARMOR_NEXT_SIGNING_KEY.
 
-armor key rotate --finish ends it once users have the new key: the new key replaces signing.key's file, the keyring keeps the new key only, signing.next_key goes, and controld forgets the old key.`
+With --to URI the new key is one held in an HSM, a KMS or gpg-agent: its public half goes into the keyring and signing.next_key names the URI; no key file is made. Either key may be a key file or a key URI.
+
+armor key rotate --finish ends it once users have the new key: the new key becomes signing.key (a new key file replaces signing.key's file when both are files), the keyring keeps the new key only, signing.next_key goes, and controld forgets the old key.`
 }
 
 // Run rotates.
@@ -45,7 +48,12 @@ func (c *KeyRotateCmd) Run(g *Globals) error {
 		return fmt.Errorf("%s: a change of keys is under way (signing.next_key = %q): end it with armor key rotate --finish", cfg.Path, cfg.Signing.NextKey)
 	}
 	if cfg.Signing.Key == "" {
-		return fmt.Errorf("%s: signing.key names no key file: armor key rotate keeps the keys in files beside armor.toml", cfg.Path)
+		return fmt.Errorf("%s: signing.key names no key: armor key rotate keeps the key files or key URIs in armor.toml", cfg.Path)
+	}
+	if c.To != "" {
+		if err := checkKeyFlag(c.To); err != nil {
+			return fmt.Errorf("--to: %w", err)
+		}
 	}
 	old, err := signingKeyOnly(cfg)
 	if err != nil {
@@ -61,9 +69,17 @@ func (c *KeyRotateCmd) Run(g *Globals) error {
 		return fmt.Errorf("the published keyring: %w", err)
 	}
 	name, email := splitUserID(old.Info().UserID)
-	next, err := sign.Generate(name, email, sign.Algorithm(c.Algo), time.Now())
+	var next *sign.Key
+	if c.To != "" {
+		next, err = remoteKey(g.ctx, c.To, old.Info().UserID, pass.Data)
+	} else {
+		next, err = sign.Generate(name, email, sign.Algorithm(c.Algo), time.Now())
+	}
 	if err != nil {
 		return err
+	}
+	if next.Fingerprint() == old.Fingerprint() {
+		return fmt.Errorf("--to %s is the signing key itself", c.To)
 	}
 	var nextRing, armored bytes.Buffer
 	if err := next.WritePublicKeyring(&nextRing); err != nil {
@@ -79,15 +95,24 @@ func (c *KeyRotateCmd) Run(g *Globals) error {
 	}); err != nil {
 		return err
 	}
-	nextPath := filepath.Join(filepath.Dir(cfg.Resolve(cfg.Signing.Key)), "next.sec.asc")
-	if err := saveKey(next, nextPath, pass.Data); err != nil {
-		return err
+	nextRef := c.To
+	nextPath := c.To
+	if c.To == "" {
+		dir := filepath.Join(cfg.Dir(), ".armor", "keys")
+		if !sign.IsKeyURI(cfg.Signing.Key) {
+			dir = filepath.Dir(cfg.Resolve(cfg.Signing.Key))
+		}
+		nextPath = filepath.Join(dir, "next.sec.asc")
+		if err := saveKey(next, nextPath, pass.Data); err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(cfg.Dir(), nextPath)
+		nextRef = filepath.ToSlash(rel)
 	}
 	if err := writeKeyring(base, append(published, nextRing.Bytes()...)); err != nil {
 		return err
 	}
-	rel, _ := filepath.Rel(cfg.Dir(), nextPath)
-	if err := setNextKey(cfg.Path, filepath.ToSlash(rel)); err != nil {
+	if err := setSigning(cfg.Path, "next_key", nextRef); err != nil {
 		return err
 	}
 	fmt.Fprintf(g.stdout, "new key %s (next to %s): builds now sign with both\n  secret key: %s (signing.next_key in %s)\n  keyring: %s.asc and .gpg hold both keys\n  next: armor key package, armor build, armor push; armor key rotate --finish once users have the new key\n",
@@ -107,11 +132,6 @@ func (c *KeyRotateCmd) finish(g *Globals, cfg *config.File) error {
 		return fmt.Errorf("%s: signing.next_key names no key", cfg.Path)
 	}
 	old, next := keys[0], keys[1]
-	nextPath, keyPath := cfg.Resolve(cfg.Signing.NextKey), cfg.Resolve(cfg.Signing.Key)
-	data, err := os.ReadFile(nextPath)
-	if err != nil {
-		return err
-	}
 	var ring bytes.Buffer
 	if err := next.WritePublicKeyring(&ring); err != nil {
 		return err
@@ -120,13 +140,9 @@ func (c *KeyRotateCmd) finish(g *Globals, cfg *config.File) error {
 	if err := writeKeyring(base, ring.Bytes()); err != nil {
 		return err
 	}
-	if err := atomicfile.WriteFile(keyPath, data, 0o600); err != nil {
+	if err := c.promoteNext(cfg); err != nil {
 		return err
 	}
-	if err := setNextKey(cfg.Path, ""); err != nil {
-		return err
-	}
-	os.Remove(nextPath)
 	err = c.controld(g, cfg, func(cl controldKeys, repo string) error {
 		_, err := cl.RemoveKey(g.ctx, repo, old.Fingerprint())
 		return err
@@ -135,6 +151,32 @@ func (c *KeyRotateCmd) finish(g *Globals, cfg *config.File) error {
 		fmt.Fprintf(g.stderr, "armor: controld still lists the old key %s: %v\n", old.Fingerprint(), err)
 	}
 	fmt.Fprintf(g.stdout, "key %s now signs alone; %s left the keyring\n", next.Fingerprint(), old.Fingerprint())
+	return nil
+}
+
+// promoteNext makes signing.next_key the signing key in armor.toml. When both are key
+// files, the new key's file replaces the old one's, so that signing.key keeps its path
+// (and a CI secret named after it stays right); otherwise signing.key takes the next
+// key's value, a URI or a path.
+func (c *KeyRotateCmd) promoteNext(cfg *config.File) error {
+	if sign.IsKeyURI(cfg.Signing.Key) || sign.IsKeyURI(cfg.Signing.NextKey) {
+		if err := setSigning(cfg.Path, "key", cfg.Signing.NextKey); err != nil {
+			return err
+		}
+		return setSigning(cfg.Path, "next_key", "")
+	}
+	nextPath, keyPath := cfg.Resolve(cfg.Signing.NextKey), cfg.Resolve(cfg.Signing.Key)
+	data, err := os.ReadFile(nextPath)
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(keyPath, data, 0o600); err != nil {
+		return err
+	}
+	if err := setSigning(cfg.Path, "next_key", ""); err != nil {
+		return err
+	}
+	os.Remove(nextPath)
 	return nil
 }
 
@@ -181,37 +223,37 @@ func writeKeyring(base string, keyring []byte) error {
 	return atomicfile.WriteFile(base+".asc", asc.Bytes(), 0o644)
 }
 
-// setNextKey sets signing.next_key in the armor.toml at path (removes it for ""),
-// keeping the rest of the file as it is.
-func setNextKey(path, value string) error {
+// setSigning sets field (key or next_key) of [signing] in the armor.toml at path (removes
+// it for ""), keeping the rest of the file as it is.
+func setSigning(path, field, value string) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
-	lines := strings.SplitAfter(string(data), "\n")
+	line := field + " = " + strconv.Quote(value)
+	if field == "next_key" {
+		line += " # armor key rotate: signs beside key until --finish"
+	}
+	line += "\n"
 	var out []string
 	section := ""
 	done := false
-	for _, l := range lines {
+	for _, l := range strings.SplitAfter(string(data), "\n") {
 		t := strings.TrimSpace(l)
 		if strings.HasPrefix(t, "[") {
-			if section == "[signing]" && !done && value != "" {
-				out = append(out, "next_key = "+strconv.Quote(value)+"\n")
-				done = true
-			}
 			section = t
 		}
-		if section == "[signing]" && strings.HasPrefix(t, "next_key") {
+		if rest, ok := strings.CutPrefix(t, field); section == "[signing]" && ok && strings.HasPrefix(strings.TrimSpace(rest), "=") {
 			continue
 		}
 		out = append(out, l)
 		if section == "[signing]" && t == "[signing]" && value != "" && !done {
-			out = append(out, "next_key = "+strconv.Quote(value)+" # armor key rotate: signs beside key until --finish\n")
+			out = append(out, line)
 			done = true
 		}
 	}
 	if value != "" && !done {
-		out = append(out, "\n[signing]\nnext_key = "+strconv.Quote(value)+"\n")
+		out = append(out, "\n[signing]\n"+line)
 	}
 	return atomicfile.WriteFile(path, []byte(strings.Join(out, "")), 0o644)
 }

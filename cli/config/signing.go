@@ -7,6 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/armor-apt/armor/debian/sign"
 )
 
 // Where the signing key and its passphrase come from. This file is the one place that
@@ -14,15 +17,18 @@ import (
 // CI runner signs with the key its secrets hold while the armor.toml in git keeps naming
 // the file a workstation uses:
 //
-//	secret key:  $ARMOR_SIGNING_KEY (the armored key itself) or $ARMOR_SIGNING_KEY_FILE (a path),
-//	             else signing.key (a path relative to armor.toml)
+//	secret key:  $ARMOR_SIGNING_KEY (the armored key itself, or a key URI) or
+//	             $ARMOR_SIGNING_KEY_FILE (a path), else signing.key (a path relative to
+//	             armor.toml, or a key URI)
 //	passphrase:  $ARMOR_KEY_PASSPHRASE or $ARMOR_KEY_PASSPHRASE_FILE (a path),
 //	             else signing.passphrase_file, else the variable signing.passphrase_env names,
 //	             else none (the key is not encrypted)
 //
 // Setting both variables of a pair is an error, not a silent choice. A variable set to
 // the empty string counts as unset, as CI systems set a secret that is not defined.
-// Secrets never come from flags.
+// Secrets never come from flags. A key URI (pkcs11:, awskms://, gcpkms://, gpg-agent:)
+// names a key that stays in an HSM, a KMS or gpg-agent; the passphrase is then the
+// token's PIN, when the URI does not give one.
 const (
 	EnvSigningKey     = "ARMOR_SIGNING_KEY"
 	EnvSigningKeyFile = "ARMOR_SIGNING_KEY_FILE"
@@ -39,6 +45,7 @@ const (
 type Secret struct {
 	Data []byte
 	From string
+	URI  string // the key URI, for a key held elsewhere (Data is then empty)
 }
 
 // SigningKey returns the secret key that signs, armored or binary, as the precedence
@@ -47,7 +54,7 @@ type Secret struct {
 func SigningKey(f *File) (Secret, error) {
 	s, ok, err := fromEnv(EnvSigningKey, EnvSigningKeyFile)
 	if ok || err != nil {
-		return s, err
+		return asURI(s), err
 	}
 	if f == nil || f.Signing.Key == "" {
 		where := "armor.toml"
@@ -57,7 +64,20 @@ func SigningKey(f *File) (Secret, error) {
 		return Secret{}, fmt.Errorf("no signing key: set $%s (the armored secret key, as a CI secret holds it) or $%s (its path), or name the key file as signing.key in %s",
 			EnvSigningKey, EnvSigningKeyFile, where)
 	}
+	if sign.IsKeyURI(f.Signing.Key) {
+		return Secret{URI: strings.TrimSpace(f.Signing.Key), From: fmt.Sprintf("signing.key (%s)", f.Path)}, nil
+	}
 	return ReadKeyFile(f.Resolve(f.Signing.Key), "signing.key")
+}
+
+// asURI turns the value of $ARMOR_SIGNING_KEY into a key URI when it is one.
+func asURI(s Secret) Secret {
+	if s.From == "$"+EnvSigningKey || s.From == "$"+EnvNextSigningKey {
+		if v := string(s.Data); sign.IsKeyURI(v) {
+			return Secret{URI: strings.TrimSpace(v), From: s.From}
+		}
+	}
+	return s
 }
 
 // NextSigningKey returns the new key of a change of keys, which signs beside the signing
@@ -65,7 +85,10 @@ func SigningKey(f *File) (Secret, error) {
 func NextSigningKey(f *File) (s Secret, ok bool, err error) {
 	s, ok, err = fromEnv(EnvNextSigningKey, EnvNextSigningKeyFile)
 	if ok || err != nil || f == nil || f.Signing.NextKey == "" {
-		return s, ok, err
+		return asURI(s), ok, err
+	}
+	if sign.IsKeyURI(f.Signing.NextKey) {
+		return Secret{URI: strings.TrimSpace(f.Signing.NextKey), From: fmt.Sprintf("signing.next_key (%s)", f.Path)}, true, nil
 	}
 	s, err = ReadKeyFile(f.Resolve(f.Signing.NextKey), "signing.next_key")
 	return s, err == nil, err

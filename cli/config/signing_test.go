@@ -224,3 +224,27 @@ func TestSecretNotEchoed(t *testing.T) {
 		}
 	}
 }
+
+// TestSigningKeyURI: a key URI in $ARMOR_SIGNING_KEY or signing.key names a key held
+// elsewhere (it is not read as a file or as key data), with the same precedence.
+func TestSigningKeyURI(t *testing.T) {
+	dir := t.TempDir()
+	f := &File{Path: filepath.Join(dir, "armor.toml"), Signing: Signing{Key: "awskms:///alias/a", NextKey: "gpg-agent:46B67D6D4CA63BE43550B392875011482ECCA006"}}
+	t.Setenv(EnvSigningKey, "")
+	t.Setenv(EnvSigningKeyFile, "")
+	t.Setenv(EnvNextSigningKey, "")
+	t.Setenv(EnvNextSigningKeyFile, "")
+	s, err := SigningKey(f)
+	if err != nil || s.URI != "awskms:///alias/a" || s.Data != nil || !strings.Contains(s.From, "signing.key") {
+		t.Errorf("signing.key URI: %+v, %v", s, err)
+	}
+	n, ok, err := NextSigningKey(f)
+	if err != nil || !ok || n.URI != f.Signing.NextKey {
+		t.Errorf("signing.next_key URI: %+v, %v, %v", n, ok, err)
+	}
+	t.Setenv(EnvSigningKey, " pkcs11:token=t;object=o?module-path=/m.so\n")
+	s, err = SigningKey(f)
+	if err != nil || s.URI != "pkcs11:token=t;object=o?module-path=/m.so" || s.From != "$"+EnvSigningKey {
+		t.Errorf("$ARMOR_SIGNING_KEY URI: %+v, %v", s, err)
+	}
+}
