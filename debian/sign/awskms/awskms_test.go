@@ -176,3 +176,14 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParse(f *testing.F) {
+	f.Add("awskms:///alias/x")
+	f.Add("awskms://kms.example.org:4443/arn:aws:kms:eu-west-1:111122223333:key/1234")
+	f.Fuzz(func(t *testing.T, s string) {
+		endpoint, key, _, err := parse(s)
+		if err == nil && (key == "" || strings.ContainsAny(endpoint, "/?#@")) {
+			t.Fatalf("%q parsed to endpoint %q key %q", s, endpoint, key)
+		}
+	})
+}
