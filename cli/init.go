@@ -193,8 +193,15 @@ func runInit(c *InitCmd, pass []byte) (*initResult, error) {
 			return "[" + strings.Join(q, ", ") + "]"
 		},
 	}).Parse(armorTOML))
+	// A key held elsewhere is opened before anything is written: one that cannot be
+	// reached leaves no half-made project.
+	var k *sign.Key
 	if c.Key != "" {
 		if err := checkKeyFlag(c.Key); err != nil {
+			return nil, err
+		}
+		var err error
+		if k, err = remoteKey(context.Background(), c.Key, c.KeyName, pass); err != nil {
 			return nil, err
 		}
 	}
@@ -220,16 +227,13 @@ func runInit(c *InitCmd, pass []byte) (*initResult, error) {
 		return nil, err
 	}
 	keyPath := filepath.Join(armorDir, "keys", "signing.sec.asc")
-	var k *sign.Key
-	var err error
 	if c.Key != "" {
-		k, err = remoteKey(context.Background(), c.Key, c.KeyName, pass)
 		keyPath = c.Key
 	} else {
-		k, err = generateKey(c.KeyName, "", sign.Algorithm(c.KeyAlgo), keyPath, pass, c.Force)
-	}
-	if err != nil {
-		return nil, err
+		var err error
+		if k, err = generateKey(c.KeyName, "", sign.Algorithm(c.KeyAlgo), keyPath, pass, c.Force); err != nil {
+			return nil, err
+		}
 	}
 	// The public key is also exported where it is committed and published.
 	pubBase := config.PublicKeyBase(c.Dir, c.Name)

@@ -221,6 +221,9 @@ func readSigningKey(sec, pass config.Secret, cfg *config.File) (*sign.Key, error
 // for gpg-agent). The PIN of a PKCS#11 token whose URI gives none is the passphrase.
 func openKeyURI(ctx context.Context, sec, pass config.Secret, cfg *config.File) (*sign.Key, error) {
 	s, err := keyuri.Open(ctx, sec.URI, pass.Data)
+	if errors.Is(err, sign.ErrSignerDenied) && pass.From != "" && !keyuri.HasSecret(sec.URI) {
+		return nil, fmt.Errorf("signing key from %s (PIN from %s): %w", sec.From, pass.From, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("signing key from %s: %w", sec.From, err)
 	}

@@ -314,3 +314,36 @@ func TestRotateAcrossSigners(t *testing.T) {
 		t.Errorf("the new key file: %v", err)
 	}
 }
+
+// TestInitKeyRefusals: armor init --key refuses a PIN in the flag, a key URI form it cannot
+// sign with, and a key it cannot reach, each with a clear error and no armor.toml, keys/
+// or key written.
+func TestInitKeyRefusals(t *testing.T) {
+	work := t.TempDir()
+	for _, tc := range []struct {
+		name, key string
+		env       []string
+		want      string
+	}{
+		{"pin in the flag", "pkcs11:token=t;object=o?module-path=/usr/lib/softhsm/libsofthsm2.so&pin-value=1234", nil, "must not hold a secret"},
+		{"gcpkms", "gcpkms://projects/p/locations/global/keyRings/r/cryptoKeys/k/cryptoKeyVersions/1", nil, "not supported"},
+		{"not a key URI", "/tmp/key.asc", nil, "is not a key URI"},
+		{"KMS unreachable", "awskms:///alias/x", []string{"AWS_ENDPOINT_URL_KMS=http://" + closedAddr(t), "AWS_MAX_ATTEMPTS=1",
+			"AWS_REGION=eu-west-1", "AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=x", "AWS_EC2_METADATA_DISABLED=true"}, "unavailable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(work, strings.ReplaceAll(tc.name, " ", "-"))
+			out, err := armorErr(work, tc.env, "init", "--dir", dir, "--name", "r", "--key", tc.key)
+			if err == nil || !strings.Contains(out, tc.want) {
+				t.Fatalf("armor init --key %s: %v, want an error saying %q:\n%s", tc.key, err, tc.want, out)
+			}
+			if strings.Contains(out, "1234") {
+				t.Errorf("the error shows the PIN:\n%s", out)
+			}
+			if _, err := os.Stat(dir); err == nil {
+				entries, _ := os.ReadDir(dir)
+				t.Errorf("%s was made, holding %v", dir, entries)
+			}
+		})
+	}
+}

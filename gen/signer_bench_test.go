@@ -80,9 +80,8 @@ func BenchmarkAddOne10kSigner(b *testing.B) {
 				t0 := time.Now()
 				k := open(b, tc.uri)
 				r.Opts.Key = k
-				res, build := r.build(b)
+				res, _ := r.build(b)
 				m.stop(b, time.Since(t0))
-				_ = build
 				if s := res.Stats; s.Read != 1 || s.Added != 1 || s.IndexesWritten != 1 {
 					b.Fatalf("add one: stats %+v", s)
 				}

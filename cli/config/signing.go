@@ -70,12 +70,12 @@ func SigningKey(f *File) (Secret, error) {
 	return ReadKeyFile(f.Resolve(f.Signing.Key), "signing.key")
 }
 
-// asURI turns the value of $ARMOR_SIGNING_KEY into a key URI when it is one.
+// asURI turns a key handed over in the environment into a key URI when it is one: the
+// value of $ARMOR_SIGNING_KEY, or the content of the file $ARMOR_SIGNING_KEY_FILE names
+// (a CI secret mounted as a file, which may then carry a token's pin-value).
 func asURI(s Secret) Secret {
-	if s.From == "$"+EnvSigningKey || s.From == "$"+EnvNextSigningKey {
-		if v := string(s.Data); sign.IsKeyURI(v) {
-			return Secret{URI: strings.TrimSpace(v), From: s.From}
-		}
+	if v := strings.TrimSpace(string(s.Data)); sign.IsKeyURI(v) && !strings.Contains(v, "\n") {
+		return Secret{URI: v, From: s.From}
 	}
 	return s
 }

@@ -248,3 +248,15 @@ func TestSigningKeyURI(t *testing.T) {
 		t.Errorf("$ARMOR_SIGNING_KEY URI: %+v, %v", s, err)
 	}
 }
+
+// TestSigningKeyURIInFile: a file that $ARMOR_SIGNING_KEY_FILE names may hold a key URI.
+func TestSigningKeyURIInFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "key")
+	os.WriteFile(p, []byte("pkcs11:token=t;object=o?module-path=/m.so&pin-value=1\n"), 0o600)
+	t.Setenv(EnvSigningKey, "")
+	t.Setenv(EnvSigningKeyFile, p)
+	s, err := SigningKey(nil)
+	if err != nil || s.URI != "pkcs11:token=t;object=o?module-path=/m.so&pin-value=1" || !strings.Contains(s.From, p) {
+		t.Errorf("got %+v, %v", s, err)
+	}
+}
