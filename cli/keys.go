@@ -322,7 +322,7 @@ func (c *KeyImportCmd) Run(g *Globals) error {
 
 // KeyExportCmd exports the public key.
 type KeyExportCmd struct {
-	Key string `help:"Secret key file (default: the key armor build signs with: $ARMOR_SIGNING_KEY or $ARMOR_SIGNING_KEY_FILE, else signing.key in armor.toml)." type:"path"`
+	Key string `help:"Secret key file, or a key URI (pkcs11:, awskms://, gpg-agent:) whose public key keys/ already holds (default: the key armor build signs with: $ARMOR_SIGNING_KEY or $ARMOR_SIGNING_KEY_FILE, else signing.key in armor.toml)."`
 	Out string `help:"Output base name: writes OUT.asc and OUT.gpg." default:"signing-key" type:"path"`
 }
 
@@ -343,11 +343,18 @@ func (c *KeyExportCmd) Run(g *Globals) error {
 
 func (c *KeyExportCmd) key(g *Globals) (*sign.Key, error) {
 	if c.Key != "" {
-		sec, err := config.ReadKeyFile(c.Key, "--key")
+		pass, err := config.Passphrase(nil)
 		if err != nil {
 			return nil, err
 		}
-		pass, err := config.Passphrase(nil)
+		if sign.IsKeyURI(c.Key) {
+			if err := checkKeyFlag(c.Key); err != nil {
+				return nil, fmt.Errorf("--key: %w", err)
+			}
+			cfg, _ := config.Load(g.Config) // keys/ of the project, when there is one
+			return readSigningKey(config.Secret{URI: c.Key, From: "--key"}, pass, cfg)
+		}
+		sec, err := config.ReadKeyFile(c.Key, "--key")
 		if err != nil {
 			return nil, err
 		}
