@@ -18,9 +18,9 @@ import (
 // symbolic link to <codename>, as a static mirror expects.
 
 // suiteAliases returns the manifest entries of every suite's files under its suite name.
-func suiteAliases(o *Options, files []manifest.File) []manifest.File {
+func suiteAliases(suites []Suite, files []manifest.File) []manifest.File {
 	var out []manifest.File
-	for _, s := range o.Suites {
+	for _, s := range suites {
 		if s.Suite == s.Codename {
 			continue
 		}
@@ -35,9 +35,9 @@ func suiteAliases(o *Options, files []manifest.File) []manifest.File {
 }
 
 // aliasDirs returns the dists/<suite>/ prefixes that are aliases of a codename.
-func aliasDirs(o *Options) []string {
+func aliasDirs(suites []Suite) []string {
 	var out []string
-	for _, s := range o.Suites {
+	for _, s := range suites {
 		if s.Suite != s.Codename {
 			out = append(out, "dists/"+s.Suite+"/")
 		}

@@ -80,6 +80,23 @@ var ErrNotFound = errors.New("no such package")
 // syncing suite's packages than its Suite.MaxRemovals allows.
 var ErrTooManyRemovals = errors.New("too many removals")
 
+// change is what a build changes of its parent beyond adding its inputs, as the options
+// say it.
+type change struct {
+	base          string // Options.BaseDir, which input patterns are relative to
+	suites        []Suite
+	add           []Addition
+	remove        []Removal
+	copy          []Copy
+	phase         []Phase
+	reference     []manifest.Package
+	allowRemovals bool
+}
+
+func (o *Options) change() change {
+	return change{o.BaseDir, o.Suites, o.Add, o.Remove, o.Copy, o.Phase, o.Reference, o.AllowRemovals}
+}
+
 // changeStats counts what the change did beyond the inputs.
 type changeStats struct {
 	removed, copied, pruned int
@@ -89,15 +106,15 @@ type changeStats struct {
 // components that mirror their inputs (Suite.Sync), suites, components or architectures
 // no longer configured and removals; plus the inputs (which replace the parent's entry of
 // the same package, and must have its bytes); plus copies; less what retention prunes.
-func applyChange(o *Options, prev *manifest.Manifest, inputs packageList) (packageList, changeStats, error) {
+func applyChange(ch change, prev *manifest.Manifest, inputs packageList) (packageList, changeStats, error) {
 	var st changeStats
-	suites := make(map[string]*Suite, len(o.Suites))
-	for i := range o.Suites {
-		suites[o.Suites[i].Codename] = &o.Suites[i]
+	suites := make(map[string]*Suite, len(ch.suites))
+	for i := range ch.suites {
+		suites[ch.suites[i].Codename] = &ch.suites[i]
 	}
 	// The parent's packages that stay: configured, not mirrored from inputs, not removed.
 	// They are marked, not copied: at 100,000 packages a copy of the list was 16 MB.
-	removed := make([]bool, len(o.Remove))
+	removed := make([]bool, len(ch.remove))
 	var carried []manifest.Package
 	var stays []bool // of each of carried
 	if prev != nil {
@@ -105,7 +122,7 @@ func applyChange(o *Options, prev *manifest.Manifest, inputs packageList) (packa
 		for i := range carried {
 			p := &carried[i]
 			gone := false
-			for k, r := range o.Remove {
+			for k, r := range ch.remove {
 				if r.matches(p) {
 					removed[k], gone = true, true
 				}
@@ -117,7 +134,7 @@ func applyChange(o *Options, prev *manifest.Manifest, inputs packageList) (packa
 				// No longer configured: the configuration changed.
 			case gone:
 				st.removed++
-			case !s.Sync || o.explicit():
+			case !s.Sync || ch.explicit():
 				// An explicit change (armor add, remove, copy, phase, a rebase) is the
 				// parent plus it: a syncing suite loses nothing else by it, so a runner
 				// holding only new files, or none, can make it.
@@ -126,7 +143,7 @@ func applyChange(o *Options, prev *manifest.Manifest, inputs packageList) (packa
 		}
 	}
 	// A removal must have removed something, and an input must not bring it back.
-	for k, r := range o.Remove {
+	for k, r := range ch.remove {
 		for i := range inputs.list {
 			if r.matches(&inputs.list[i]) {
 				return packageList{}, st, fmt.Errorf("remove %s: %s is still an input of %s/%s and would be published again: delete the file (or move it out of the inputs' patterns) and run the command again",
@@ -141,12 +158,12 @@ func applyChange(o *Options, prev *manifest.Manifest, inputs packageList) (packa
 	if err != nil {
 		return packageList{}, st, err
 	}
-	for _, p := range o.Reference {
+	for _, p := range ch.reference {
 		if err := reference(&out, p); err != nil {
 			return packageList{}, st, err
 		}
 	}
-	for _, c := range o.Copy {
+	for _, c := range ch.copy {
 		n, err := copyPackages(&out, c, suites)
 		if err != nil {
 			return packageList{}, st, err
@@ -154,10 +171,10 @@ func applyChange(o *Options, prev *manifest.Manifest, inputs packageList) (packa
 		st.copied += n
 	}
 	inheritPhases(&out, prev)
-	if err := applyPhases(&out, o.Phase); err != nil {
+	if err := applyPhases(&out, ch.phase); err != nil {
 		return packageList{}, st, err
 	}
-	st.pruned = prune(&out, o.Suites)
+	st.pruned = prune(&out, ch.suites)
 	return out, st, nil
 }
 
@@ -238,6 +255,20 @@ func Replay(parent, built *manifest.Manifest) (added []manifest.Package, removed
 		old = parent.Packages
 	}
 	cur := built.Packages
+	pairUp(old, cur, func(i, j int) {
+		switch {
+		case j < 0:
+			removed = append(removed, old[i].Key())
+		case i < 0 || !old[i].Equal(&cur[j]):
+			added = append(added, cur[j])
+		}
+	})
+	return added, removed
+}
+
+// pairUp walks two package lists in canonical order together and calls f for each
+// identity either lists: with its index in old and in cur, -1 for the list that lacks it.
+func pairUp(old, cur []manifest.Package, f func(i, j int)) {
 	i, j := 0, 0
 	for i < len(old) || j < len(cur) {
 		c := 0
@@ -251,20 +282,17 @@ func Replay(parent, built *manifest.Manifest) (added []manifest.Package, removed
 		}
 		switch {
 		case c < 0:
-			removed = append(removed, old[i].Key())
+			f(i, -1)
 			i++
 		case c > 0:
-			added = append(added, cur[j])
+			f(-1, j)
 			j++
 		default:
-			if !old[i].Equal(&cur[j]) {
-				added = append(added, cur[j])
-			}
+			f(i, j)
 			i++
 			j++
 		}
 	}
-	return added, removed
 }
 
 // copyPackages adds the packages c selects to its target, and returns how many it added.
@@ -407,12 +435,12 @@ func compareVersions(a, b string) int {
 // checkRemovals refuses a build that would remove more of a syncing suite's packages than
 // its MaxRemovals share: a runner whose input directory is empty or half-filled would
 // otherwise publish a repository without its packages.
-func checkRemovals(o *Options, prev *manifest.Manifest, pkgs []manifest.Package) error {
-	if prev == nil || o.AllowRemovals {
+func checkRemovals(ch change, prev *manifest.Manifest, pkgs []manifest.Package) error {
+	if prev == nil || ch.allowRemovals {
 		return nil
 	}
 	syncing, keep := map[string]float64{}, map[string]int{}
-	for _, s := range o.Suites {
+	for _, s := range ch.suites {
 		if s.Sync {
 			syncing[s.Codename] = cmp.Or(s.MaxRemovals, DefaultMaxRemovals)
 			keep[s.Codename] = s.KeepVersions
@@ -435,11 +463,11 @@ func checkRemovals(o *Options, prev *manifest.Manifest, pkgs []manifest.Package)
 			j++
 		}
 		if (j == len(pkgs) || manifest.CompareKeys(&pkgs[j], p) != 0) && !pruned(pkgs, j, p, keep[p.Suite]) &&
-			!slices.ContainsFunc(o.Remove, func(r Removal) bool { return r.matches(p) }) {
+			!slices.ContainsFunc(ch.remove, func(r Removal) bool { return r.matches(p) }) {
 			gone[p.Suite] = append(gone[p.Suite], p)
 		}
 	}
-	for _, s := range o.Suites {
+	for _, s := range ch.suites {
 		share, n, g := syncing[s.Codename], before[s.Codename], gone[s.Codename]
 		if !s.Sync || n == 0 || share >= 1 || float64(len(g)) <= share*float64(n) {
 			continue
@@ -489,6 +517,6 @@ const DefaultMaxRemovals = 0.10
 
 // explicit reports whether the build is an explicit change (files added, packages
 // removed, copied, phased, or referenced by a rebase), which sync does not apply to.
-func (o *Options) explicit() bool {
-	return len(o.Add)+len(o.Remove)+len(o.Copy)+len(o.Phase)+len(o.Reference) > 0
+func (ch change) explicit() bool {
+	return len(ch.add)+len(ch.remove)+len(ch.copy)+len(ch.phase)+len(ch.reference) > 0
 }

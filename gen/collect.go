@@ -32,17 +32,30 @@ type inputSet struct {
 	bySum map[string]*inputs.Input // by digest: every input, made when first needed
 }
 
+// inputSpec is what collectInputs needs of the options.
+type inputSpec struct {
+	base     string // Options.BaseDir
+	suites   []Suite
+	add      []Addition
+	verify   bool                  // read every input, trusting no stat cache
+	progress func(done, total int) // nil, or told of each input read
+}
+
+func (o *Options) inputSpec() inputSpec {
+	return inputSpec{o.BaseDir, o.Suites, o.Add, o.Verify, o.progressOf("read")}
+}
+
 // collectInputs lists the inputs of every suite's components and reads those the stat
 // cache (received from statCache once the listing is done) cannot vouch for.
-func collectInputs(ctx context.Context, o *Options, statCache <-chan *inputs.StatCache) ([]inputGroup, *inputSet, error) {
+func collectInputs(ctx context.Context, sp inputSpec, statCache <-chan *inputs.StatCache) ([]inputGroup, *inputSet, error) {
 	var groups []inputGroup
-	for _, s := range o.Suites {
+	for _, s := range sp.suites {
 		for _, comp := range s.Components {
-			files, unmatched, err := inputs.Expand(ctx, o.BaseDir, s.Inputs[comp])
+			files, unmatched, err := inputs.Expand(ctx, sp.base, s.Inputs[comp])
 			if err != nil {
 				return nil, nil, fmt.Errorf("suite %s component %s: %w", s.Codename, comp, err)
 			}
-			if files, err = withAdditions(files, o.Add, s.Codename, comp); err != nil {
+			if files, err = withAdditions(files, sp.add, s.Codename, comp); err != nil {
 				return nil, nil, err
 			}
 			files = inputs.PackageFiles(files)
@@ -59,7 +72,7 @@ func collectInputs(ctx context.Context, o *Options, statCache <-chan *inputs.Sta
 		files = inputs.Sorted(files)
 	}
 	cache := <-statCache
-	all, read, err := inputs.Read(ctx, files, cache, o.Verify, func(d, t int) { o.progress("read", d, t) })
+	all, read, err := inputs.Read(ctx, files, cache, sp.verify, sp.progress)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -94,10 +107,10 @@ func withAdditions(files []inputs.File, adds []Addition, suite, comp string) ([]
 // a release without packages it should have: in a first build, or in a suite that mirrors
 // its inputs. Otherwise the parent holds the packages, and a pattern that matches nothing
 // adds nothing. A suite with AllowEmpty may always be empty.
-func checkUnmatched(o *Options, groups []inputGroup, first bool) error {
+func checkUnmatched(base string, groups []inputGroup, first bool) error {
 	for _, g := range groups {
 		if len(g.unmatched) > 0 && !g.suite.AllowEmpty && (first || g.suite.Sync) {
-			return noInputs(o.BaseDir, g.suite.Codename, g.comp, g.unmatched[0])
+			return noInputs(base, g.suite.Codename, g.comp, g.unmatched[0])
 		}
 	}
 	return nil

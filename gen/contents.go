@@ -32,11 +32,6 @@ import (
 // leaves alone, and only the packages added or replaced are read: from this build's .deb
 // reads, from the build cache (contentscache.go), from an input, or from the store.
 
-// contentsMade is what writeContents adds to the release.
-type contentsMade struct {
-	written int
-}
-
 // contentsKey names one Contents file.
 type contentsKey struct {
 	suite, component, arch string
@@ -58,92 +53,112 @@ var contentsVariants = []string{"", ".gz"}
 // contentsColumn is the width dak pads paths to.
 const contentsColumn = 55
 
-// writeContents stages every Contents file whose packages changed and reuses the others,
-// adding their entries to idx: the files to the manifest, the sums to their suite's
-// contentsResult is what writeContents returns, with the indexes it adds to Release.
-type contentsResult struct {
-	made contentsMade
-	idx  indexesMade
-	err  error
+// contentsWriter writes the Contents files of a build: what writing any of them needs,
+// and what was made so far (out; out.written counts Contents files).
+type contentsWriter struct {
+	dirs        dirs
+	verify      bool
+	par         *parent
+	tw          *tree.Writer
+	lists       *fileLists
+	members     map[contentsKey][]*manifest.Package // the release's, by file
+	prevMembers map[contentsKey][]*manifest.Package // the parent's
+	byHash      map[string]bool                     // by-hash paths listed in out.files
+	out         indexesMade
 }
 
-// Release.
-func writeContents(ctx context.Context, o *Options, par *parent, pkgs []manifest.Package, ins *inputSet, tw *tree.Writer, idx *indexesMade) (contentsMade, error) {
-	var out contentsMade
-	members := groupContents(pkgs, o.Suites)
-	prevMembers := groupContents(par.packages(), o.Suites)
-	lists := newFileLists(o, ins)
-	// Contents files of one component share a by-hash directory, and two of them may
-	// have the same content (the Architecture: all packages alone, or none).
-	byHash := map[string]bool{}
-	listByHash := func(f manifest.File) bool {
-		if byHash[f.Path] {
-			return false
-		}
-		byHash[f.Path] = true
-		idx.files = append(idx.files, f)
-		return true
+// writeContents stages every Contents file whose packages changed and reuses the others,
+// and returns their entries: the files for the manifest, the sums for their suite's
+// Release (in the order of sp.suites), and the uncompressed files for the build cache.
+func writeContents(ctx context.Context, sp indexSpec, par *parent, pkgs []manifest.Package, ins *inputSet, tw *tree.Writer) (indexesMade, error) {
+	w := &contentsWriter{dirs: sp.dirs, verify: sp.verify, par: par, tw: tw,
+		lists:   newFileLists(sp.dirs.cache, sp.fetch, ins),
+		members: groupContents(pkgs, sp.suites), prevMembers: groupContents(par.packages(), sp.suites),
+		// Contents files of one component share a by-hash directory, and two of them may
+		// have the same content (the Architecture: all packages alone, or none).
+		byHash: map[string]bool{},
+		out:    newIndexesMade(len(sp.suites)),
 	}
-	lists.fromParent = (&parentLists{o: o, par: par, members: prevMembers}).find
+	w.lists.fromParent = (&parentLists{dirs: sp.dirs, par: par, members: w.prevMembers}).find
 	for sum, in := range ins.fresh {
 		if in.Pkg != nil {
-			lists.remember(sum, fileListOf(in.Pkg))
+			w.lists.remember(sum, fileListOf(in.Pkg))
 		}
 	}
-	for si, s := range o.Suites {
+	for si, s := range sp.suites {
 		dist := "dists/" + s.Codename + "/"
-		prevSums := previousReleaseSums(o.TreeDir, dist+"Release", par.files)
+		prevSums := previousReleaseSums(sp.dirs.tree, dist+"Release", par.files)
 		for _, comp := range s.Components {
 			for _, arch := range s.Architectures {
 				for _, udeb := range []bool{false, true} {
 					if err := ctx.Err(); err != nil {
-						return out, err
+						return w.out, err
 					}
-					key := contentsKey{s.Codename, comp, arch, udeb}
-					sel, prevSel := newestByName(members[key]), newestByName(prevMembers[key])
-					lists.listed(sel)
-					if udeb && len(sel) == 0 {
-						continue // Contents-udeb only where there are udebs
+					if err := w.write(ctx, &w.out.suites[si], contentsKey{s.Codename, comp, arch, udeb}, prevSums); err != nil {
+						return w.out, err
 					}
-					rel := key.name()
-					if kept, ok := reusableContents(o, par.files, prevSums, dist, rel, sel, prevSel); ok {
-						for _, v := range contentsVariants {
-							idx.suites[si].sums[rel+v] = prevSums[rel+v]
-						}
-						for _, f := range kept {
-							if strings.Contains(f.Path, "/by-hash/") {
-								listByHash(f)
-							} else {
-								idx.files = append(idx.files, f)
-							}
-						}
-						continue
-					}
-					base, _ := parentPlain(o, dist+rel, par.plains[dist+rel])
-					plain, err := buildContents(ctx, base, sel, prevSel, lists)
-					if err != nil {
-						return out, fmt.Errorf("contents %s%s: %w", dist, rel, err)
-					}
-					err = stageContents(tw, dist+rel, plain, func(v int, d release.Digests) bool {
-						idx.suites[si].sums[rel+contentsVariants[v]] = d
-						if contentsVariants[v] == "" {
-							idx.plains = append(idx.plains, plainIndex{dist + rel, d.SHA256, plain})
-							return false
-						}
-						idx.files = append(idx.files, manifest.File{Path: dist + rel + contentsVariants[v], Size: d.Size, SHA256: d.SHA256})
-						return listByHash(manifest.File{Path: byHashPath(dist+rel, d.SHA256), Size: d.Size, SHA256: d.SHA256})
-					})
-					if err != nil {
-						return out, fmt.Errorf("contents %s%s: %w", dist, rel, err)
-					}
-					idx.suites[si].changed = true
-					out.written++
 				}
 			}
 		}
 	}
-	lists.save()
-	return out, nil
+	w.lists.save()
+	return w.out, nil
+}
+
+// write stages the Contents file key names, or reuses the parent's when its packages did
+// not change, and adds what it made to si and w.out.
+func (w *contentsWriter) write(ctx context.Context, si *suiteIndexes, key contentsKey, prevSums map[string]release.Digests) error {
+	dist := "dists/" + key.suite + "/"
+	sel, prevSel := newestByName(w.members[key]), newestByName(w.prevMembers[key])
+	w.lists.listed(sel)
+	if key.udeb && len(sel) == 0 {
+		return nil // Contents-udeb only where there are udebs
+	}
+	rel := key.name()
+	if kept, ok := reusableContents(w.dirs.tree, w.verify, w.par.files, prevSums, dist, rel, sel, prevSel); ok {
+		for _, v := range contentsVariants {
+			si.sums[rel+v] = prevSums[rel+v]
+		}
+		for _, f := range kept {
+			if strings.Contains(f.Path, "/by-hash/") {
+				w.listByHash(f)
+			} else {
+				w.out.files = append(w.out.files, f)
+			}
+		}
+		return nil
+	}
+	base, _ := parentPlain(w.dirs, dist+rel, w.par.plains[dist+rel])
+	plain, err := buildContents(ctx, base, sel, prevSel, w.lists)
+	if err != nil {
+		return fmt.Errorf("contents %s%s: %w", dist, rel, err)
+	}
+	err = stageContents(w.tw, dist+rel, plain, func(v int, d release.Digests) bool {
+		si.sums[rel+contentsVariants[v]] = d
+		if contentsVariants[v] == "" {
+			w.out.plains = append(w.out.plains, plainIndex{dist + rel, d.SHA256, plain})
+			return false
+		}
+		w.out.files = append(w.out.files, manifest.File{Path: dist + rel + contentsVariants[v], Size: d.Size, SHA256: d.SHA256})
+		return w.listByHash(manifest.File{Path: byHashPath(dist+rel, d.SHA256), Size: d.Size, SHA256: d.SHA256})
+	})
+	if err != nil {
+		return fmt.Errorf("contents %s%s: %w", dist, rel, err)
+	}
+	si.changed = true
+	w.out.written++
+	return nil
+}
+
+// listByHash lists the by-hash file f, unless another Contents file listed it; it reports
+// whether it did.
+func (w *contentsWriter) listByHash(f manifest.File) bool {
+	if w.byHash[f.Path] {
+		return false
+	}
+	w.byHash[f.Path] = true
+	w.out.files = append(w.out.files, f)
+	return true
 }
 
 // groupContents sorts packages (in canonical order) into the Contents files that list
@@ -188,11 +203,11 @@ func newestByName(members []*manifest.Package) []*manifest.Package {
 
 // reusableContents returns the manifest entries of a Contents file whose packages did
 // not change and whose files the tree and the previous Release still vouch for.
-func reusableContents(o *Options, prevFiles map[string]manifest.File, prevSums map[string]release.Digests, dist, rel string, sel, prevSel []*manifest.Package) ([]manifest.File, bool) {
+func reusableContents(tree string, verify bool, prevFiles map[string]manifest.File, prevSums map[string]release.Digests, dist, rel string, sel, prevSel []*manifest.Package) ([]manifest.File, bool) {
 	if _, ok := prevSums[rel]; !ok {
 		return nil, false
 	}
-	return reusableFiles(o, prevFiles, prevSums, dist, rel, contentsVariants[1:], func() bool { return slices.EqualFunc(sel, prevSel, sameFiles) })
+	return reusableFiles(tree, verify, prevFiles, prevSums, dist, rel, contentsVariants[1:], func() bool { return slices.EqualFunc(sel, prevSel, sameFiles) })
 }
 
 // buildContents returns the Contents file of the packages sel. base is the parent's
@@ -431,7 +446,7 @@ func fileListOf(pkg *deb.Package) fileList {
 // parentLists finds file lists in the parent's Contents files, for packages copied
 // between suites or components: each file it needs is read and split once per build.
 type parentLists struct {
-	o       *Options
+	dirs    dirs
 	par     *parent
 	members map[contentsKey][]*manifest.Package // the parent's, by Contents file
 
@@ -475,7 +490,7 @@ func (l *parentLists) find(p *manifest.Package) (fileList, bool) {
 // split reads a Contents file of the parent into the file list of each package name.
 func (l *parentLists) split(k contentsKey) map[string]fileList {
 	p := "dists/" + k.suite + "/" + k.name()
-	data, ok := parentPlain(l.o, p, l.par.plains[p])
+	data, ok := parentPlain(l.dirs, p, l.par.plains[p])
 	if !ok {
 		return nil
 	}

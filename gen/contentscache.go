@@ -32,8 +32,9 @@ const contentsCacheDir = "contents"
 
 // fileLists finds the file lists of packages, and remembers those it read.
 type fileLists struct {
-	o   *Options
-	ins *inputSet
+	cache string    // the build cache directory
+	fetch fetchFunc // reads a .deb from the store; may be nil
+	ins   *inputSet
 
 	// fromParent finds a package's list in another Contents file of the parent, one that
 	// lists it (a package copied from another suite or component).
@@ -44,8 +45,8 @@ type fileLists struct {
 	inFile map[string]bool     // of read, those a Contents file of the release lists
 }
 
-func newFileLists(o *Options, ins *inputSet) *fileLists {
-	return &fileLists{o: o, ins: ins, read: map[string]fileList{}, inFile: map[string]bool{}}
+func newFileLists(cacheDir string, fetch fetchFunc, ins *inputSet) *fileLists {
+	return &fileLists{cache: cacheDir, fetch: fetch, ins: ins, read: map[string]fileList{}, inFile: map[string]bool{}}
 }
 
 // listed notes the packages a Contents file lists: their lists need no cache entry.
@@ -93,9 +94,9 @@ func (l *fileLists) one(ctx context.Context, p *manifest.Package) (fileList, err
 	var err error
 	if in := l.ins.forSum(p.SHA256); in != nil {
 		pkg, err = deb.ReadFile(in.Path)
-	} else if l.o.Fetch != nil {
+	} else if l.fetch != nil {
 		var data []byte
-		if data, err = l.o.Fetch(ctx, p.SHA256); err == nil {
+		if data, err = l.fetch(ctx, p.SHA256); err == nil {
 			pkg, err = deb.Read(bytes.NewReader(data), p.Path, p.Size)
 		}
 	} else {
@@ -119,7 +120,7 @@ func (l *fileLists) remember(sum string, fl fileList) {
 }
 
 func (l *fileLists) path(sum string) string {
-	return filepath.Join(l.o.CacheDir, contentsCacheDir, sum[:2], sum)
+	return filepath.Join(l.cache, contentsCacheDir, sum[:2], sum)
 }
 
 // load reads a package's entry of the cache.
@@ -196,7 +197,7 @@ func (l *fileLists) save() {
 }
 
 // pruneFileLists deletes the cache entries of prev's packages that m no longer lists.
-func pruneFileLists(o *Options, prev, m *manifest.Manifest) {
+func pruneFileLists(cacheDir string, prev, m *manifest.Manifest) {
 	if prev == nil {
 		return
 	}
@@ -220,7 +221,7 @@ func pruneFileLists(o *Options, prev, m *manifest.Manifest) {
 	}
 	for _, sum := range cand {
 		if !now[sum] && len(sum) > 2 {
-			os.Remove(filepath.Join(o.CacheDir, contentsCacheDir, sum[:2], sum))
+			os.Remove(filepath.Join(cacheDir, contentsCacheDir, sum[:2], sum))
 		}
 	}
 }

@@ -1,8 +1,6 @@
 package gen
 
-// SetFault makes the build step for which f returns an error fail (see fault.go) until
-// the test ends.
-func SetFault(t interface{ Cleanup(func()) }, f func(step string) error) {
-	faultAt = f
-	t.Cleanup(func() { faultAt = nil })
-}
+// WithFault makes the build step for which f returns an error fail, after the step did its
+// work (see steps): each step's failure must leave the tree as it was. The steps are named
+// where steps.done is called, and by tree.Writer.Fault.
+func WithFault(o *Options, f func(step string) error) { o.fault = f }

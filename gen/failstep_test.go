@@ -130,7 +130,7 @@ func TestEveryFailedStepLeavesTree(t *testing.T) {
 			statCacheBefore := readFile(t, filepath.Join(r.Opts.CacheDir, "inputs.txt"))
 
 			hit := false
-			gen.SetFault(t, func(s string) error {
+			gen.WithFault(&r.Opts, func(s string) error {
 				if step.match(s) && !hit {
 					hit = true
 					return errInjected
@@ -160,7 +160,7 @@ func TestEveryFailedStepLeavesTree(t *testing.T) {
 				t.Errorf("a build failing at %s changed the stat cache", step.name)
 			}
 
-			gen.SetFault(t, nil)
+			gen.WithFault(&r.Opts, nil)
 			res := r.mustBuild()
 			if res.Manifest.Parent != parent.ID || res.Stats.Added != 1 {
 				t.Errorf("the build after the failure: parent %s, stats %+v; want parent %s, 1 added", res.Manifest.Parent, res.Stats, parent.ID)

@@ -18,11 +18,13 @@ type GateInput struct {
 	Stanza func(p *manifest.Package) ([]byte, error)
 }
 
-// runGate calls Options.Gate, if set, with the release's packages.
-func runGate(ctx context.Context, o *Options, par *parent, pkgs []manifest.Package, ins *inputSet) error {
-	if o.Gate == nil {
+// runGate calls gate (Options.Gate), if set, with the release's packages, unless they
+// are the parent's unchanged.
+func runGate(ctx context.Context, gate func(context.Context, *GateInput) error, par *parent, pl plan, ins *inputSet) error {
+	if gate == nil || par.m != nil && len(pl.diff.changed) == 0 && pl.diff.removed == 0 {
 		return nil
 	}
+	pkgs := pl.pkgs.list
 	stanza := func(p *manifest.Package) ([]byte, error) {
 		if in := ins.fresh[p.SHA256]; in != nil && in.Pkg != nil {
 			return in.Pkg.Stanza(p.Path), nil
@@ -39,5 +41,5 @@ func runGate(ctx context.Context, o *Options, par *parent, pkgs []manifest.Packa
 		}
 		return nil, fmt.Errorf("no stanza for %s %s (%s): it is not among the inputs, and the parent's indexes do not list it", p.Name, p.Version, p.Architecture)
 	}
-	return o.Gate(ctx, &GateInput{Parent: par.m, Packages: pkgs, Stanza: stanza})
+	return gate(ctx, &GateInput{Parent: par.m, Packages: pkgs, Stanza: stanza})
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/gen/index"
 	"github.com/armor-apt/armor/gen/tree"
 	"github.com/armor-apt/armor/internal/atomicfile"
@@ -32,40 +33,40 @@ import (
 
 const treeMarker = "tree-release"
 
-// hydrate makes the tree hold prev's dists/ files. Without Options.Fetch it leaves the
+// hydrate makes the tree hold prev's dists/ files (but those of the suite-name alias
+// directories aliases: links to their codenames'), fetched by fetch. Without fetch it leaves the
 // tree as it is: the build then reads what it needs from its inputs, as it always did.
 // The plain Packages indexes it writes it also hands to the build, which reads them next:
 // read back from the tree, they would be a second copy of the largest files of the
 // release in memory.
-func hydrate(ctx context.Context, o *Options, prev *manifest.Manifest, made *madeIndexes) error {
+func hydrate(ctx context.Context, d dirs, fetch fetchFunc, aliases []string, prev *manifest.Manifest, made *madeIndexes) error {
 	if prev == nil {
 		return nil
 	}
-	trusted := readTreeMarker(o) == prev.ID
-	aliases := aliasDirs(o)
+	trusted := readTreeMarker(d.cache) == prev.ID
 	var todo []manifest.File
 	for _, f := range prev.Files {
 		if !strings.HasPrefix(f.Path, "dists/") || isAlias(aliases, f.Path) {
 			continue // a suite name's files are its codename's, through a link
 		}
-		if inTree(o.TreeDir, f) && (trusted || fileHas(filepath.Join(o.TreeDir, filepath.FromSlash(f.Path)), f.SHA256)) {
+		if inTree(d.tree, f) && (trusted || fileHas(filepath.Join(d.tree, filepath.FromSlash(f.Path)), f.SHA256)) {
 			continue
 		}
 		todo = append(todo, f)
 	}
 	if len(todo) == 0 {
 		if !trusted {
-			writeTreeMarker(o, prev.ID)
+			writeTreeMarker(d.cache, prev.ID)
 		}
 		return nil
 	}
-	if o.Fetch == nil {
+	if fetch == nil {
 		return nil
 	}
-	if err := fetchFiles(ctx, o, prev, todo, made); err != nil {
+	if err := fetchFiles(ctx, d, fetch, aliases, prev, todo, made); err != nil {
 		return err
 	}
-	writeTreeMarker(o, prev.ID)
+	writeTreeMarker(d.cache, prev.ID)
 	return nil
 }
 
@@ -74,107 +75,157 @@ func hydrate(ctx context.Context, o *Options, prev *manifest.Manifest, made *mad
 // from their .gz, which the tree needs anyway, and handed to the build: prev does not
 // publish them (see plain.go), or, made by an armor that did, lists them at four or five
 // times the size of their .gz.
-func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo []manifest.File, made *madeIndexes) error {
-	bySum := map[string][]string{} // digest → tree paths
-	var sums []string
-	for _, f := range todo {
-		if bySum[f.SHA256] == nil {
-			sums = append(sums, f.SHA256)
-		}
-		bySum[f.SHA256] = append(bySum[f.SHA256], f.Path)
-	}
-	all := map[string]manifest.File{}
-	for _, f := range prev.Files {
-		all[f.Path] = f
-	}
-	// Published uncompressed indexes whose .gz is fetched too are made from it.
-	derived := map[string]bool{} // digest
-	for _, f := range todo {
-		gz, ok := all[f.Path+".gz"]
-		if isPlainIndex(f.Path) && ok && bySum[gz.SHA256] != nil {
-			derived[f.SHA256] = true
-		}
-	}
-	var mu sync.Mutex
-	got := map[string][]byte{}
-	// Each content is written once, unsynced, and its other paths (its by-hash copy) are
-	// links to it, as the build makes them; one flush of the file system follows, before
-	// the tree marker names the parent. An fsync per file, and a second copy of each
-	// index, were most of the time a fresh runner spent writing the parent's files.
-	write := func(sum string, data []byte) error {
-		var first string
-		for _, p := range bySum[sum] {
-			dst := filepath.Join(o.TreeDir, filepath.FromSlash(p))
-			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-				return err
-			}
-			if first != "" && atomicfile.Link(first, dst) == nil {
-				continue
-			}
-			if err := atomicfile.WriteFileUnsynced(dst, data, 0o644); err != nil {
-				return err
-			}
-			first = dst
-		}
-		return nil
-	}
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
-	for _, sum := range sums {
-		if derived[sum] {
-			continue
-		}
-		g.Go(func() error {
-			data, err := fetchFile(gctx, o, prev, all[bySum[sum][0]])
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			got[sum] = data
-			mu.Unlock()
-			return write(sum, data)
-		})
-	}
-	if err := g.Wait(); err != nil {
+func fetchFiles(ctx context.Context, d dirs, fetch fetchFunc, aliases []string, prev *manifest.Manifest, todo []manifest.File, made *madeIndexes) error {
+	h := newHydration(d.tree, fetch, prev, todo)
+	if err := h.fetchObjects(ctx); err != nil {
 		return err
 	}
 	// The Release files are in the tree now: they list the uncompressed indexes.
-	plains := plainIndexes(o, prev)
+	seeds, err := h.derivePlains(ctx, plainIndexes(d.tree, aliases, prev), made)
+	if err != nil {
+		return err
+	}
+	// A published one that no Release lists (it should) is fetched after all.
+	for _, sum := range slices.Sorted(maps.Keys(h.derived)) {
+		if h.written[sum] {
+			continue
+		}
+		data, err := fetchFile(ctx, fetch, prev, h.all[h.bySum[sum][0]])
+		if err == nil {
+			err = h.write(sum, data)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := tree.Sync(filepath.Join(d.tree, "dists")); err != nil {
+		return fmt.Errorf("parent release %s: %w", prev.ID, err)
+	}
+	made.seeded(seedChunks(d.cache, seeds, h.all, h.got))
+	return nil
+}
+
+// hydration is one run of fetchFiles.
+type hydration struct {
+	tree    string
+	fetch   fetchFunc
+	prev    *manifest.Manifest
+	all     map[string]manifest.File // prev's files by path
+	bySum   map[string][]string      // digest → the tree paths to write
+	sums    []string                 // the digests of bySum, in the order of the files
+	derived map[string]bool          // digests of published uncompressed indexes made from their .gz
+	written map[string]bool          // of derived, those written
+
+	mu  sync.Mutex
+	got map[string][]byte // what was fetched, by digest
+}
+
+func newHydration(tree string, fetch fetchFunc, prev *manifest.Manifest, todo []manifest.File) *hydration {
+	h := &hydration{tree: tree, fetch: fetch, prev: prev, all: map[string]manifest.File{}, bySum: map[string][]string{},
+		derived: map[string]bool{}, written: map[string]bool{}, got: map[string][]byte{}}
+	for _, f := range todo {
+		if h.bySum[f.SHA256] == nil {
+			h.sums = append(h.sums, f.SHA256)
+		}
+		h.bySum[f.SHA256] = append(h.bySum[f.SHA256], f.Path)
+	}
+	for _, f := range prev.Files {
+		h.all[f.Path] = f
+	}
+	// Published uncompressed indexes whose .gz is fetched too are made from it.
+	for _, f := range todo {
+		gz, ok := h.all[f.Path+".gz"]
+		if isPlainIndex(f.Path) && ok && h.bySum[gz.SHA256] != nil {
+			h.derived[f.SHA256] = true
+		}
+	}
+	return h
+}
+
+// write writes data at every path of the digest sum. Each content is written once,
+// unsynced, and its other paths (its by-hash copy) are links to it, as the build makes
+// them; one flush of the file system follows, before the tree marker names the parent. An
+// fsync per file, and a second copy of each index, were most of the time a fresh runner
+// spent writing the parent's files.
+func (h *hydration) write(sum string, data []byte) error {
+	var first string
+	for _, p := range h.bySum[sum] {
+		dst := filepath.Join(h.tree, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		if first != "" && atomicfile.Link(first, dst) == nil {
+			continue
+		}
+		if err := atomicfile.WriteFileUnsynced(dst, data, 0o644); err != nil {
+			return err
+		}
+		first = dst
+	}
+	return nil
+}
+
+// fetchObjects fetches and writes every object but the derived ones, several at once.
+func (h *hydration) fetchObjects(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, sum := range h.sums {
+		if h.derived[sum] {
+			continue
+		}
+		g.Go(func() error {
+			data, err := fetchFile(gctx, h.fetch, h.prev, h.all[h.bySum[sum][0]])
+			if err != nil {
+				return err
+			}
+			h.mu.Lock()
+			h.got[sum] = data
+			h.mu.Unlock()
+			return h.write(sum, data)
+		})
+	}
+	return g.Wait()
+}
+
+// derivePlains makes the uncompressed indexes of plains (by path in the tree, as the
+// parent's Release files list them) from their fetched .gz, writes those the parent
+// publishes, and hands the Packages and Sources indexes to the build (made). It returns
+// them with their .gz's members, to seed the index cache with.
+func (h *hydration) derivePlains(ctx context.Context, plains map[string]release.Digests, made *madeIndexes) ([]seed, error) {
 	byGz := map[string][]string{} // digest of a fetched .gz → the uncompressed indexes it makes
 	for _, ip := range slices.Sorted(maps.Keys(plains)) {
-		if _, published := all[ip]; !isStanzaIndex(ip) && !published {
+		if _, published := h.all[ip]; !isStanzaIndex(ip) && !published {
 			continue // a Contents file: the build decompresses the tree's when it needs it
 		}
-		if gz, ok := all[ip+".gz"]; ok && got[gz.SHA256] != nil {
+		if gz, ok := h.all[ip+".gz"]; ok && h.got[gz.SHA256] != nil {
 			byGz[gz.SHA256] = append(byGz[gz.SHA256], ip)
 		}
 	}
 	var seeds []seed
-	written := map[string]bool{} // published uncompressed indexes written
 	for _, gzSum := range slices.Sorted(maps.Keys(byGz)) {
 		ips := byGz[gzSum]
 		d := plains[ips[0]]
-		data, ms, err := index.Gunzip(got[gzSum], int(d.Size))
+		data, ms, err := index.Gunzip(h.got[gzSum], int(d.Size))
 		if err == nil && (int64(len(data)) != d.Size || sha256Hex(data) != d.SHA256) {
 			err = fmt.Errorf("its Release lists size %d and sha256 %s", d.Size, d.SHA256)
 		}
 		if err != nil {
-			if f, ok := all[ips[0]]; ok && derived[f.SHA256] {
-				// Published as well: fetch it, then.
-				if data, err = fetchFile(ctx, o, prev, f); err != nil {
-					return err
-				}
-				ms = nil
-			} else {
-				return fmt.Errorf("parent release %s: %s.gz does not decompress to the index %s: %w", prev.ID, ips[0], ips[0], err)
+			f, ok := h.all[ips[0]]
+			if !ok || !h.derived[f.SHA256] {
+				return nil, fmt.Errorf("parent release %s: %s.gz does not decompress to the index %s: %w", h.prev.ID, ips[0], ips[0], err)
 			}
+			// Published as well: fetch it, then.
+			if data, err = fetchFile(ctx, h.fetch, h.prev, f); err != nil {
+				return nil, err
+			}
+			ms = nil
 		}
 		for _, ip := range ips {
-			if f, ok := all[ip]; ok && derived[f.SHA256] && !written[f.SHA256] {
-				if err := write(f.SHA256, data); err != nil {
-					return err
+			if f, ok := h.all[ip]; ok && h.derived[f.SHA256] && !h.written[f.SHA256] {
+				if err := h.write(f.SHA256, data); err != nil {
+					return nil, err
 				}
-				written[f.SHA256] = true
+				h.written[f.SHA256] = true
 			}
 			if isStanzaIndex(ip) {
 				made.add(ip, data, len(ips) > 1)
@@ -182,29 +233,12 @@ func fetchFiles(ctx context.Context, o *Options, prev *manifest.Manifest, todo [
 			}
 		}
 	}
-	// A published one that no Release lists (it should) is fetched after all.
-	for _, sum := range slices.Sorted(maps.Keys(derived)) {
-		if written[sum] {
-			continue
-		}
-		data, err := fetchFile(ctx, o, prev, all[bySum[sum][0]])
-		if err == nil {
-			err = write(sum, data)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	if err := tree.Sync(filepath.Join(o.TreeDir, "dists")); err != nil {
-		return fmt.Errorf("parent release %s: %w", prev.ID, err)
-	}
-	made.seeded(seedChunks(o, seeds, all, got))
-	return nil
+	return seeds, nil
 }
 
 // fetchFile fetches the file f of prev from the store, and checks its size and digest.
-func fetchFile(ctx context.Context, o *Options, prev *manifest.Manifest, f manifest.File) ([]byte, error) {
-	data, err := o.Fetch(ctx, f.SHA256)
+func fetchFile(ctx context.Context, fetch fetchFunc, prev *manifest.Manifest, f manifest.File) ([]byte, error) {
+	data, err := fetch(ctx, f.SHA256)
 	if err != nil {
 		return nil, fmt.Errorf("parent release %s: %s is neither in the tree nor readable from the store: %w", prev.ID, f.Path, err)
 	}
@@ -226,7 +260,7 @@ type seed struct {
 // an optimisation, and its failures cost only time. It returns the cache, nil if it
 // seeded nothing: the entries are written in the background, and the build takes them
 // from that cache meanwhile.
-func seedChunks(o *Options, seeds []seed, all map[string]manifest.File, got map[string][]byte) *index.Cache {
+func seedChunks(cacheDir string, seeds []seed, all map[string]manifest.File, got map[string][]byte) *index.Cache {
 	var icache *index.Cache
 	for _, sd := range seeds {
 		if path.Base(sd.path) != "Packages" {
@@ -238,7 +272,7 @@ func seedChunks(o *Options, seeds []seed, all map[string]manifest.File, got map[
 		}
 		if icache == nil {
 			var err error
-			if icache, err = index.OpenCache(filepath.Join(o.CacheDir, "chunks")); err != nil {
+			if icache, err = index.OpenCache(filepath.Join(cacheDir, "chunks")); err != nil {
 				return nil
 			}
 		}
@@ -332,14 +366,8 @@ func (m *madeIndexes) takeShared(path string) (data []byte, shared bool) {
 	return data, shared
 }
 
-// fileHas reports whether the file at p has the digest sum.
-func fileHas(p, sum string) bool {
-	got, err := fileSHA256(p)
-	return err == nil && got == sum
-}
-
-func readTreeMarker(o *Options) string {
-	data, err := os.ReadFile(filepath.Join(o.CacheDir, treeMarker))
+func readTreeMarker(cacheDir string) string {
+	data, err := os.ReadFile(filepath.Join(cacheDir, treeMarker))
 	if err != nil {
 		return ""
 	}
@@ -348,6 +376,6 @@ func readTreeMarker(o *Options) string {
 
 // writeTreeMarker records the release the tree holds. Losing it costs the next build a
 // check of the tree's dists/ files against their digests.
-func writeTreeMarker(o *Options, id string) {
-	_ = atomicfile.WriteFileUnsynced(filepath.Join(o.CacheDir, treeMarker), []byte(id+"\n"), 0o644)
+func writeTreeMarker(cacheDir, id string) {
+	_ = atomicfile.WriteFileUnsynced(filepath.Join(cacheDir, treeMarker), []byte(id+"\n"), 0o644)
 }

@@ -58,7 +58,8 @@ func testHydrateHandsOverPlain(t *testing.T, legacy bool) {
 		mu    sync.Mutex // Fetch is called from several goroutines
 		asked []string
 	)
-	o := &Options{TreeDir: t.TempDir(), CacheDir: t.TempDir(), Fetch: func(_ context.Context, sum string) ([]byte, error) {
+	d := dirs{tree: t.TempDir(), cache: t.TempDir()}
+	fetch := func(_ context.Context, sum string) ([]byte, error) {
 		mu.Lock()
 		asked = append(asked, sum)
 		mu.Unlock()
@@ -66,15 +67,15 @@ func testHydrateHandsOverPlain(t *testing.T, legacy bool) {
 			return data, nil
 		}
 		return nil, os.ErrNotExist
-	}}
+	}
 	var made madeIndexes
-	if err := hydrate(context.Background(), o, prev, &made); err != nil {
+	if err := hydrate(context.Background(), d, fetch, nil, prev, &made); err != nil {
 		t.Fatal(err)
 	}
 	if len(asked) != 3 {
 		t.Errorf("fetched %d objects, want Release, the .gz and .xz only", len(asked))
 	}
-	file := filepath.Join(o.TreeDir, filepath.FromSlash(rel))
+	file := filepath.Join(d.tree, filepath.FromSlash(rel))
 	data, err := os.ReadFile(file)
 	switch {
 	case legacy && (err != nil || string(data) != string(f.Plain)):
@@ -83,15 +84,15 @@ func testHydrateHandsOverPlain(t *testing.T, legacy bool) {
 		t.Fatalf("the tree holds %s, which the parent did not publish", rel)
 	}
 	// Each content is written once: its by-hash copy is a link to it.
-	for i, d := range f.Digests {
+	for i, dg := range f.Digests {
 		if variants[i] == "" && !legacy {
 			continue
 		}
-		a, err := os.Stat(filepath.Join(o.TreeDir, filepath.FromSlash(rel+variants[i])))
+		a, err := os.Stat(filepath.Join(d.tree, filepath.FromSlash(rel+variants[i])))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := os.Stat(filepath.Join(o.TreeDir, filepath.FromSlash(byHashPath(rel, d.SHA256))))
+		b, err := os.Stat(filepath.Join(d.tree, filepath.FromSlash(byHashPath(rel, dg.SHA256))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,11 +103,11 @@ func testHydrateHandsOverPlain(t *testing.T, legacy bool) {
 	os.Remove(file)
 	os.Remove(file + ".gz")
 	// Gone from the tree, the index still comes from hydrate: once.
-	d := sums["main/binary-amd64/Packages"]
-	if x := made.load(o, rel, d); len(x.stanzas) != len(stanzas) {
+	want := sums["main/binary-amd64/Packages"]
+	if x := made.load(d, rel, want); len(x.stanzas) != len(stanzas) {
 		t.Errorf("the build got %d stanzas of hydrate's index, want %d", len(x.stanzas), len(stanzas))
 	}
-	if x := made.load(o, rel, d); len(x.stanzas) != 0 {
+	if x := made.load(d, rel, want); len(x.stanzas) != 0 {
 		t.Errorf("hydrate's index was handed out twice")
 	}
 }

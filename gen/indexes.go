@@ -2,11 +2,8 @@ package gen
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"maps"
-	"path"
 	"slices"
 
 	"github.com/armor-apt/armor/debian/deb"
@@ -21,6 +18,8 @@ type indexesMade struct {
 	suites  []suiteIndexes  // one per Options.Suites, in its order
 	files   []manifest.File // every index and its by-hash copy, reused or new, unsorted
 	written int             // indexes regenerated
+	// contentsWritten counts the Contents files regenerated, which writeAllIndexes merged.
+	contentsWritten int
 	// plains are the uncompressed forms of the indexes regenerated, which the build cache
 	// keeps once the release is committed (keepPlains).
 	plains []plainIndex
@@ -57,57 +56,130 @@ type suiteIndexes struct {
 	changed bool                       // an index was regenerated
 }
 
+// indexSpec is what the writers of indexes and Contents files need of the options.
+type indexSpec struct {
+	dirs     dirs
+	suites   []Suite
+	verify   bool      // reuse nothing of the parent: regenerate every index
+	fetch    fetchFunc // reads a package from the store, for its file list; may be nil
+	progress func(done, total int)
+}
+
+func (o *Options) indexSpec() indexSpec {
+	return indexSpec{o.dirs(), o.Suites, o.Verify, o.Fetch, o.progressOf("index")}
+}
+
+// indexWriter writes the Packages and Sources indexes of a build: what writing any of them
+// needs, and what was made so far (out).
+type indexWriter struct {
+	tree        string
+	verify      bool
+	par         *parent
+	ins         *inputSet
+	icache      *index.Cache
+	tw          *tree.Writer
+	members     map[indexKey][]*manifest.Package // the release's, by index
+	prevMembers map[indexKey][]*manifest.Package // the parent's
+	out         indexesMade
+}
+
 // writeIndexes stages every Packages index whose package list changed, in its three
 // forms with their by-hash copies, and reuses the others as the tree and the parent's
 // Release hold them. The writes go on in the background (tw.Go) while the next index is
 // built and Release is signed.
-func writeIndexes(ctx context.Context, o *Options, par *parent, pkgs []manifest.Package, ins *inputSet, icache *index.Cache, tw *tree.Writer) (indexesMade, error) {
-	var out indexesMade
-	members := groupIndexes(pkgs, o.Suites)
-	prevMembers := groupIndexes(par.packages(), o.Suites)
-	total := 0
-	for _, s := range o.Suites {
+func writeIndexes(ctx context.Context, sp indexSpec, par *parent, pkgs []manifest.Package, ins *inputSet, icache *index.Cache, tw *tree.Writer) (indexesMade, error) {
+	w := &indexWriter{tree: sp.dirs.tree, verify: sp.verify, par: par, ins: ins, icache: icache, tw: tw,
+		members: groupIndexes(pkgs, sp.suites), prevMembers: groupIndexes(par.packages(), sp.suites)}
+	total, done := 0, 0
+	for _, s := range sp.suites {
 		total += len(s.Components) * len(s.Architectures)
 	}
-	done := 0
-	for _, s := range o.Suites {
-		dist := "dists/" + s.Codename + "/"
-		prevSums := previousReleaseSums(o.TreeDir, dist+"Release", par.files)
-		si := suiteIndexes{sums: map[string]release.Digests{}}
-		srcs, udebs := optionalIndexes(s.Codename, members)
-		for _, comp := range s.Components {
-			for _, arch := range s.Architectures {
-				if err := ctx.Err(); err != nil {
-					return out, err
-				}
-				rel := comp + "/binary-" + arch + "/Packages"
-				key := indexKey{s.Codename, comp, arch}
-				err := writeOptionalIndex(o, par, dist, rel, members[key], prevMembers[key], prevSums, true, icache, tw, &si, &out, func() ([][]byte, error) {
-					return indexStanzas(o.TreeDir, dist+rel, members[key], prevMembers[key], ins, par)
-				})
-				// An index whose every member was read afresh never took its old copy.
-				par.old.drop(dist + rel)
-				if err != nil {
-					return out, err
-				}
-				par.made.take(dist + rel)
-				done++
-				o.progress("index", done, total)
+	for _, s := range sp.suites {
+		si, err := w.suite(ctx, s, func() {
+			if done++; sp.progress != nil {
+				sp.progress(done, total)
 			}
-			key := indexKey{s.Codename, comp, "source"}
-			if err := writeSourcesIndex(o, par, s, comp, members[key], prevMembers[key], prevSums, srcs, ins, icache, tw, &si, &out); err != nil {
-				return out, err
+		})
+		if err != nil {
+			return w.out, err
+		}
+		w.out.suites = append(w.out.suites, si)
+	}
+	return w.out, nil
+}
+
+// suite writes or reuses every index of the suite s, calling indexed after each
+// binary-<arch>/Packages, and returns what its Release lists of them.
+func (w *indexWriter) suite(ctx context.Context, s Suite, indexed func()) (suiteIndexes, error) {
+	dist := "dists/" + s.Codename + "/"
+	prevSums := previousReleaseSums(w.tree, dist+"Release", w.par.files)
+	si := suiteIndexes{sums: map[string]release.Digests{}}
+	srcs, udebs := optionalIndexes(s.Codename, w.members)
+	for _, comp := range s.Components {
+		for _, arch := range s.Architectures {
+			if err := ctx.Err(); err != nil {
+				return si, err
 			}
-			for _, arch := range s.Architectures {
-				key := indexKey{s.Codename, comp + installerDir, arch}
-				if err := writeInstallerIndex(o, par, s, key, members[key], prevMembers[key], prevSums, udebs, ins, icache, tw, &si, &out); err != nil {
-					return out, err
-				}
+			rel := comp + "/binary-" + arch + "/Packages"
+			key := indexKey{s.Codename, comp, arch}
+			err := w.write(dist, rel, key, prevSums, true, &si, func() ([][]byte, error) {
+				return indexStanzas(w.tree, dist+rel, w.members[key], w.prevMembers[key], w.ins, w.par)
+			})
+			// An index whose every member was read afresh never took its old copy.
+			w.par.old.drop(dist + rel)
+			if err != nil {
+				return si, err
+			}
+			w.par.made.take(dist + rel)
+			indexed()
+		}
+		if err := w.sources(s, comp, prevSums, srcs, &si); err != nil {
+			return si, err
+		}
+		for _, arch := range s.Architectures {
+			if err := w.installer(s, indexKey{s.Codename, comp + installerDir, arch}, prevSums, udebs, &si); err != nil {
+				return si, err
 			}
 		}
-		out.suites = append(out.suites, si)
 	}
-	return out, nil
+	return si, nil
+}
+
+// write stages the index dist+rel, whose members key names, when want is set or the
+// parent had it (once published, an index stays, if empty, so no client meets a 404),
+// reusing the parent's when its package list did not change, and adds what it made to si
+// and w.out. stanzasOf returns the stanzas of a new index.
+func (w *indexWriter) write(dist, rel string, key indexKey, prevSums map[string]release.Digests, want bool, si *suiteIndexes, stanzasOf func() ([][]byte, error)) error {
+	if !want && !w.par.hadIndex(dist+rel) {
+		return nil
+	}
+	if kept, ok := reusableIndex(w.tree, w.verify, w.par.files, prevSums, dist, rel, w.members[key], w.prevMembers[key]); ok {
+		for _, v := range variants {
+			si.sums[rel+v] = prevSums[rel+v]
+		}
+		w.out.files = append(w.out.files, kept...)
+		return nil
+	}
+	stanzas, err := stanzasOf()
+	var digests [3]release.Digests
+	if err == nil {
+		digests, err = writeIndex(w.tw, w.icache, w.par, dist+rel, stanzas, &w.out)
+	}
+	if err != nil {
+		return fmt.Errorf("index %s%s: %w", dist, rel, err)
+	}
+	for i, d := range digests {
+		si.sums[rel+variants[i]] = d
+		if variants[i] == "" {
+			continue // not published
+		}
+		w.out.files = append(w.out.files,
+			manifest.File{Path: dist + rel + variants[i], Size: d.Size, SHA256: d.SHA256},
+			manifest.File{Path: byHashPath(dist+rel, d.SHA256), Size: d.Size, SHA256: d.SHA256})
+	}
+	si.changed = true
+	w.out.written++
+	return nil
 }
 
 // indexKey names one binary-<arch>/Packages index; arch "source" names the Sources
@@ -182,20 +254,6 @@ func (g *grouper[K]) groups() map[K][]*manifest.Package {
 	return out
 }
 
-// previousReleaseSums reads the previous Release from the tree, if it is the one the
-// parent lists, for the MD5 and SHA1 sums of reused indexes.
-func previousReleaseSums(tree, rel string, prevFiles map[string]manifest.File) map[string]release.Digests {
-	data, ok := previousFile(tree, rel, prevFiles)
-	if !ok {
-		return nil
-	}
-	f, err := release.Parse(data)
-	if err != nil {
-		return nil
-	}
-	return f.Sums
-}
-
 // variants are the forms of a Packages or Sources index that Release lists: the
 // uncompressed one first, which is not published (see plain.go), then the published.
 var variants = []string{"", ".gz", ".xz"}
@@ -206,20 +264,21 @@ var published = variants[1:]
 // reusableIndex returns the manifest entries of an index whose package list did not
 // change and whose files the tree and the previous Release still vouch for. Release
 // must list the uncompressed form too, whose sums the new Release repeats.
-func reusableIndex(o *Options, prevFiles map[string]manifest.File, prevSums map[string]release.Digests, dist, rel string, members, old []*manifest.Package) ([]manifest.File, bool) {
+func reusableIndex(tree string, verify bool, prevFiles map[string]manifest.File, prevSums map[string]release.Digests, dist, rel string, members, old []*manifest.Package) ([]manifest.File, bool) {
 	if _, ok := prevSums[rel]; !ok {
 		return nil, false
 	}
-	return reusableFiles(o, prevFiles, prevSums, dist, rel, published, func() bool {
+	return reusableFiles(tree, verify, prevFiles, prevSums, dist, rel, published, func() bool {
 		return slices.EqualFunc(members, old, func(a, b *manifest.Package) bool { return a.Equal(b) })
 	})
 }
 
 // reusableFiles returns the manifest entries of the file dist+rel in each of its variants
 // and their by-hash copies, when unchanged says its input did not change and the tree and
-// the previous Release (prevSums, by path relative to dist) still vouch for each.
-func reusableFiles(o *Options, prevFiles map[string]manifest.File, prevSums map[string]release.Digests, dist, rel string, variants []string, unchanged func() bool) ([]manifest.File, bool) {
-	if prevSums == nil || o.Verify || !unchanged() {
+// the previous Release (prevSums, by path relative to dist) still vouch for each. A build
+// that verifies (--verify) reuses nothing.
+func reusableFiles(tree string, verify bool, prevFiles map[string]manifest.File, prevSums map[string]release.Digests, dist, rel string, variants []string, unchanged func() bool) ([]manifest.File, bool) {
+	if prevSums == nil || verify || !unchanged() {
 		return nil, false
 	}
 	p := dist + rel
@@ -227,7 +286,7 @@ func reusableFiles(o *Options, prevFiles map[string]manifest.File, prevSums map[
 	for _, v := range variants {
 		d, ok := prevSums[rel+v]
 		f, ok2 := prevFiles[p+v]
-		if !ok || !ok2 || d.SHA256 != f.SHA256 || d.Size != f.Size || !inTree(o.TreeDir, f) {
+		if !ok || !ok2 || d.SHA256 != f.SHA256 || d.Size != f.Size || !inTree(tree, f) {
 			return nil, false
 		}
 		bh, ok := prevFiles[byHashPath(p, f.SHA256)]
@@ -237,10 +296,6 @@ func reusableFiles(o *Options, prevFiles map[string]manifest.File, prevSums map[
 		keep = append(keep, f, bh)
 	}
 	return keep, true
-}
-
-func byHashPath(indexPath, sum string) string {
-	return path.Dir(indexPath) + "/by-hash/SHA256/" + sum
 }
 
 // writeIndex assembles the Packages or Sources index at indexPath (relative to the tree)
@@ -335,9 +390,4 @@ func indexStanzas(tree, indexPath string, members, old []*manifest.Package, ins 
 		}
 	}
 	return out, nil
-}
-
-func sha256Hex(data []byte) string {
-	s := sha256.Sum256(data)
-	return hex.EncodeToString(s[:])
 }

@@ -44,7 +44,7 @@ func readOldIndex(par *parent, indexPath string, members []*manifest.Package) *o
 // load returns the parent's uncompressed index at indexPath (relative to the tree),
 // whose digests are d, split: as hydrate made it, if it did, else as parentPlain finds
 // it. An index it cannot find has no stanzas.
-func (m *madeIndexes) load(o *Options, indexPath string, d release.Digests) *oldIndex {
+func (m *madeIndexes) load(dd dirs, indexPath string, d release.Digests) *oldIndex {
 	// A stanza is about a kilobyte: the estimate only sizes the slices.
 	n := int(d.Size/1024) + 1
 	if data, shared := m.takeShared(indexPath); data != nil {
@@ -52,7 +52,7 @@ func (m *madeIndexes) load(o *Options, indexPath string, d release.Digests) *old
 		x.own, x.sum = !shared, d.SHA256 // hydrate checked it against d
 		return x
 	}
-	data, ok := parentPlain(o, indexPath, d)
+	data, ok := parentPlain(dd, indexPath, d)
 	if !ok {
 		return &oldIndex{}
 	}
@@ -194,15 +194,15 @@ type prefetch struct {
 // prefetchBudget is how many bytes of old indexes a build reads ahead, at most.
 var prefetchBudget int64 = 256 << 20
 
-// startPrefetch starts reading ahead the indexes prev lists, on a goroutine that runs
-// until it is done or stop is called. A build that verifies reuses nothing, so it reads
-// nothing ahead.
-func startPrefetch(o *Options, prev *manifest.Manifest, plains map[string]release.Digests, made *madeIndexes) *prefetch {
+// startPrefetch starts reading ahead the Packages indexes of suites that prev lists, in
+// the order of suites, on a goroutine that runs until it is done or stop is called. (A
+// build that verifies reuses nothing, and starts none: startLoading.)
+func startPrefetch(d dirs, suites []Suite, prev *manifest.Manifest, plains map[string]release.Digests, made *madeIndexes) *prefetch {
 	pf := &prefetch{
 		pending: map[string]chan *oldIndex{}, dropped: map[string]bool{},
 		quit: make(chan struct{}), done: make(chan struct{}),
 	}
-	if prev == nil || o.Verify {
+	if prev == nil {
 		close(pf.done)
 		return pf
 	}
@@ -213,7 +213,7 @@ func startPrefetch(o *Options, prev *manifest.Manifest, plains map[string]releas
 	var jobs []job
 	budget := prefetchBudget
 indexes:
-	for _, s := range o.Suites {
+	for _, s := range suites {
 		for _, comp := range s.Components {
 			for _, arch := range s.Architectures {
 				rel := "dists/" + s.Codename + "/" + comp + "/binary-" + arch + "/Packages"
@@ -242,7 +242,7 @@ indexes:
 			skip := pf.dropped[j.rel]
 			pf.mu.Unlock()
 			if !skip {
-				j.ch <- made.load(o, j.rel, plains[j.rel])
+				j.ch <- made.load(d, j.rel, plains[j.rel])
 			}
 		}
 	}()

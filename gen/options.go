@@ -103,6 +103,10 @@ type Options struct {
 	// the tree back as the parent had it and returns the error: the tree and the
 	// manifest change together or not at all.
 	Manifest string
+
+	// fault, set by tests only (export_test.go), makes the named step of a build fail
+	// after the step did its work (see steps).
+	fault func(step string) error
 }
 
 // Progress reports how far a build is.
@@ -204,8 +208,21 @@ func (o *Options) hasComponent(suite, comp string) bool {
 	return false
 }
 
-func (o *Options) progress(phase string, done, total int) {
-	if o.Progress != nil {
-		o.Progress(Progress{Phase: phase, Done: done, Total: total})
+// progressOf returns the function that reports the progress of phase, or nil.
+func (o *Options) progressOf(phase string) func(done, total int) {
+	if o.Progress == nil {
+		return nil
 	}
+	return func(done, total int) { o.Progress(Progress{Phase: phase, Done: done, Total: total}) }
 }
+
+// dirs are where a build reads and writes: the tree, and the build cache beside it.
+type dirs struct {
+	tree, cache string
+}
+
+func (o *Options) dirs() dirs { return dirs{o.TreeDir, o.CacheDir} }
+
+// fetchFunc reads an object of the store by its SHA-256 (Options.Fetch); nil when the
+// build has no store.
+type fetchFunc func(ctx context.Context, sum string) ([]byte, error)

@@ -58,12 +58,12 @@ func isPlainIndex(p string) bool {
 	return isStanzaIndex(p) || (strings.HasPrefix(b, "Contents-") && !strings.Contains(b, "."))
 }
 
-func plainDir(o *Options) string { return filepath.Join(o.CacheDir, plainDirName) }
+func plainDir(cacheDir string) string { return filepath.Join(cacheDir, plainDirName) }
 
 // keepPlain keeps data, an uncompressed index whose SHA-256 is sum, for the next build.
 // Its failures cost the next build only time.
-func keepPlain(o *Options, sum string, data []byte) {
-	dir := plainDir(o)
+func keepPlain(cacheDir, sum string, data []byte) {
+	dir := plainDir(cacheDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return
 	}
@@ -92,8 +92,8 @@ func plainTrailerOf(data []byte) [plainTrailer]byte {
 // the old copy as many. A build that stops half
 // way leaves a temporary file, which the next removes; on an error the copy is gone, and
 // keepPlain writes data whole.
-func keepPlainOver(o *Options, sum string, data []byte, b index.Base) error {
-	dir := plainDir(o)
+func keepPlainOver(cacheDir, sum string, data []byte, b index.Base) error {
+	dir := plainDir(cacheDir)
 	tmp := filepath.Join(dir, atomicfile.TempPrefix+sum)
 	if err := os.Rename(filepath.Join(dir, b.SHA256), tmp); err != nil {
 		return err
@@ -126,11 +126,11 @@ func keepPlainOver(o *Options, sum string, data []byte, b index.Base) error {
 // keptPlain returns the kept uncompressed index of digests d, in an array with room
 // beyond its end (index.PlainCap) for the next index to be spliced in its place; false
 // if none is kept, or the copy is damaged.
-func keptPlain(o *Options, d release.Digests) ([]byte, bool) {
+func keptPlain(cacheDir string, d release.Digests) ([]byte, bool) {
 	if !manifest.ValidDigest(d.SHA256) { // it names the file
 		return nil, false
 	}
-	f, err := os.Open(filepath.Join(plainDir(o), d.SHA256))
+	f, err := os.Open(filepath.Join(plainDir(cacheDir), d.SHA256))
 	if err != nil {
 		return nil, false
 	}
@@ -159,8 +159,8 @@ func keptPlain(o *Options, d release.Digests) ([]byte, bool) {
 // list are listed first, and removed while the new ones are written: freeing a file of
 // 80 MB takes as long as writing one. The tree loses the uncompressed indexes an armor
 // that published them left there: they no longer match their Release.
-func keepPlains(o *Options, par *parent, plains []plainIndex, suites []suiteIndexes) {
-	stale := stalePlains(o, suites)
+func keepPlains(d dirs, suites []Suite, par *parent, plains []plainIndex, idx []suiteIndexes) {
+	stale := stalePlains(d, suites, idx)
 	bases := map[string]index.Base{} // by the path of the index rewriting it
 	claimed := map[string]bool{}
 	for _, p := range plains {
@@ -172,37 +172,38 @@ func keepPlains(o *Options, par *parent, plains []plainIndex, suites []suiteInde
 	wg.Go(func() {
 		for _, name := range stale {
 			if !claimed[name] {
-				os.Remove(filepath.Join(plainDir(o), name))
+				os.Remove(filepath.Join(plainDir(d.cache), name))
 			}
 		}
 	})
 	for _, p := range plains {
 		wg.Go(func() {
-			if b, ok := bases[p.path]; ok && keepPlainOver(o, p.sum, p.data, b) == nil {
+			if b, ok := bases[p.path]; ok && keepPlainOver(d.cache, p.sum, p.data, b) == nil {
 				return
 			}
-			keepPlain(o, p.sum, p.data)
+			keepPlain(d.cache, p.sum, p.data)
 		})
 	}
 	wg.Wait()
 }
 
-// stalePlains returns the names of the kept indexes that the Release files of suites do
-// not list, and removes the tree's uncompressed copies of those they list.
-func stalePlains(o *Options, suites []suiteIndexes) []string {
+// stalePlains returns the names of the kept indexes that the Release files of suites (idx
+// says what each lists) do not list, and removes the tree's uncompressed copies of those
+// they list.
+func stalePlains(d dirs, suites []Suite, idx []suiteIndexes) []string {
 	keep := map[string]bool{}
-	for i, si := range suites {
-		for rel, d := range si.sums {
+	for i, si := range idx {
+		for rel, sums := range si.sums {
 			if !isPlainIndex(rel) {
 				continue
 			}
-			keep[d.SHA256] = true
-			if i < len(o.Suites) {
-				os.Remove(filepath.Join(o.TreeDir, "dists", o.Suites[i].Codename, filepath.FromSlash(rel)))
+			keep[sums.SHA256] = true
+			if i < len(suites) {
+				os.Remove(filepath.Join(d.tree, "dists", suites[i].Codename, filepath.FromSlash(rel)))
 			}
 		}
 	}
-	entries, err := os.ReadDir(plainDir(o))
+	entries, err := os.ReadDir(plainDir(d.cache))
 	if err != nil {
 		return nil
 	}
@@ -216,16 +217,15 @@ func stalePlains(o *Options, suites []suiteIndexes) []string {
 }
 
 // plainIndexes returns the uncompressed Packages, Sources and Contents indexes that prev's
-// Release files list, by path in the tree ("dists/stable/main/binary-amd64/Packages"):
+// Release files in tree list, by path in the tree ("dists/stable/main/binary-amd64/Packages"):
 // the indexes a build takes stanzas and file lists from. The Release files are read from the tree and must
 // be those prev lists; a suite-name alias lists its codename's again, and is left out.
 // An index prev publishes (made by an armor that published them) is one too.
-func plainIndexes(o *Options, prev *manifest.Manifest) map[string]release.Digests {
+func plainIndexes(tree string, aliases []string, prev *manifest.Manifest) map[string]release.Digests {
 	out := map[string]release.Digests{}
 	if prev == nil {
 		return out
 	}
-	aliases := aliasDirs(o)
 	files := map[string]manifest.File{}
 	for _, f := range prev.Files {
 		if !strings.HasPrefix(f.Path, "dists/") || isAlias(aliases, f.Path) || strings.Contains(f.Path, "/by-hash/") {
@@ -240,7 +240,7 @@ func plainIndexes(o *Options, prev *manifest.Manifest) map[string]release.Digest
 	}
 	for p := range files {
 		dist := path.Dir(p) + "/"
-		for rel, d := range previousReleaseSums(o.TreeDir, p, files) {
+		for rel, d := range previousReleaseSums(tree, p, files) {
 			if isPlainIndex(rel) {
 				out[dist+rel] = d
 			}
@@ -253,14 +253,14 @@ func plainIndexes(o *Options, prev *manifest.Manifest) map[string]release.Digest
 // d, in an array with room for a splice in place: the copy the cache keeps, or the
 // tree's (a release armor published before it stopped publishing them), or the tree's
 // .gz decompressed. Each is checked against d; false if none matches.
-func parentPlain(o *Options, indexPath string, d release.Digests) ([]byte, bool) {
-	if data, ok := keptPlain(o, d); ok {
+func parentPlain(dd dirs, indexPath string, d release.Digests) ([]byte, bool) {
+	if data, ok := keptPlain(dd.cache, d); ok {
 		return data, true
 	}
 	if d.SHA256 == "" {
 		return nil, false
 	}
-	file := filepath.Join(o.TreeDir, filepath.FromSlash(indexPath))
+	file := filepath.Join(dd.tree, filepath.FromSlash(indexPath))
 	if data, err := readWithRoom(file); err == nil && int64(len(data)) == d.Size && sha256Hex(data) == d.SHA256 {
 		return data, true
 	}

@@ -16,15 +16,15 @@ import (
 // TestKeptPlain: a kept uncompressed index comes back with room for a splice in place;
 // a copy torn, damaged or of another size does not come back at all.
 func TestKeptPlain(t *testing.T) {
-	o := &Options{CacheDir: t.TempDir()}
+	cache := t.TempDir()
 	data := bytes.Repeat([]byte("Package: p\nVersion: 1\n\n"), 1000)
 	d := digestsOf(data)
-	keepPlain(o, d.SHA256, data)
-	got, ok := keptPlain(o, d)
+	keepPlain(cache, d.SHA256, data)
+	got, ok := keptPlain(cache, d)
 	if !ok || !bytes.Equal(got, data) || cap(got) < index.PlainCap(len(data)) {
 		t.Fatalf("kept copy: ok %v, equal %v, capacity %d (want %d)", ok, bytes.Equal(got, data), cap(got), index.PlainCap(len(data)))
 	}
-	file := filepath.Join(plainDir(o), d.SHA256)
+	file := filepath.Join(plainDir(cache), d.SHA256)
 	kept, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +37,7 @@ func TestKeptPlain(t *testing.T) {
 		if err := os.WriteFile(file, damaged, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := keptPlain(o, d); ok {
+		if _, ok := keptPlain(cache, d); ok {
 			t.Errorf("%s: the damaged copy came back", name)
 		}
 	}
@@ -45,12 +45,12 @@ func TestKeptPlain(t *testing.T) {
 	if err := os.WriteFile(file, damage(kept), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	keepPlain(o, d.SHA256, data)
-	if _, ok := keptPlain(o, d); !ok {
+	keepPlain(cache, d.SHA256, data)
+	if _, ok := keptPlain(cache, d); !ok {
 		t.Error("a damaged copy was not replaced")
 	}
 	d.Size++
-	if _, ok := keptPlain(o, d); ok {
+	if _, ok := keptPlain(cache, d); ok {
 		t.Error("a copy of another size came back")
 	}
 }
@@ -86,16 +86,16 @@ func TestKeepPlainOver(t *testing.T) {
 		name    string
 		data    []byte
 		same    int
-		prepare func(o *Options, oldSum string)
+		prepare func(cache, oldSum string)
 		rewrite bool // the parent's file becomes the new copy
 	}{
 		{name: "grown", data: grown, same: same, rewrite: true},
 		{name: "shrunk", data: shrunk, same: len(stanzas(0, 300)), rewrite: true},
-		{name: "the parent's copy is gone", data: grown, same: same, prepare: func(o *Options, oldSum string) {
-			os.Remove(filepath.Join(plainDir(o), oldSum))
+		{name: "the parent's copy is gone", data: grown, same: same, prepare: func(cache, oldSum string) {
+			os.Remove(filepath.Join(plainDir(cache), oldSum))
 		}},
-		{name: "the parent's copy changed at its start", data: grown, same: same, prepare: func(o *Options, oldSum string) {
-			f := filepath.Join(plainDir(o), oldSum)
+		{name: "the parent's copy changed at its start", data: grown, same: same, prepare: func(cache, oldSum string) {
+			f := filepath.Join(plainDir(cache), oldSum)
 			b, err := os.ReadFile(f)
 			if err != nil {
 				t.Fatal(err)
@@ -107,11 +107,11 @@ func TestKeepPlainOver(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := &Options{CacheDir: t.TempDir()}
+			cache := t.TempDir()
 			oldSum := digestsOf(old).SHA256
-			keepPlain(o, oldSum, old)
+			keepPlain(cache, oldSum, old)
 			// Held open, the parent's file keeps its inode number from another's.
-			held, err := os.Open(filepath.Join(plainDir(o), oldSum))
+			held, err := os.Open(filepath.Join(plainDir(cache), oldSum))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,21 +121,21 @@ func TestKeepPlainOver(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.prepare != nil {
-				tc.prepare(o, oldSum)
+				tc.prepare(cache, oldSum)
 			}
 			par := &parent{}
 			par.noteBase(path, index.Base{SHA256: oldSum, Head: tc.same})
 			d := digestsOf(tc.data)
-			keepPlains(o, par, []plainIndex{{path, d.SHA256, tc.data}}, []suiteIndexes{{sums: map[string]release.Digests{
+			keepPlains(dirs{cache: cache}, nil, par, []plainIndex{{path, d.SHA256, tc.data}}, []suiteIndexes{{sums: map[string]release.Digests{
 				"main/binary-amd64/Packages": d,
 			}}})
-			got, ok := keptPlain(o, d)
+			got, ok := keptPlain(cache, d)
 			changedStart := strings.HasSuffix(tc.name, "at its start")
 			if ok != !changedStart || ok && !bytes.Equal(got, tc.data) {
 				t.Fatalf("kept copy: ok %v, equal %v", ok, bytes.Equal(got, tc.data))
 			}
 			if ok {
-				after, err := os.Stat(filepath.Join(plainDir(o), d.SHA256))
+				after, err := os.Stat(filepath.Join(plainDir(cache), d.SHA256))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -143,7 +143,7 @@ func TestKeepPlainOver(t *testing.T) {
 					t.Errorf("the parent's file was rewritten: %v, want %v", os.SameFile(before, after), tc.rewrite)
 				}
 			}
-			entries, err := os.ReadDir(plainDir(o))
+			entries, err := os.ReadDir(plainDir(cache))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,33 +159,33 @@ func TestKeepPlainOver(t *testing.T) {
 
 	// Two indexes spliced from one copy (two suites with equal indexes): one rewrites it,
 	// the other is written whole. A copy the new Release still lists stays as it is.
-	o := &Options{CacheDir: t.TempDir()}
+	cache := t.TempDir()
 	oldSum := digestsOf(old).SHA256
-	keepPlain(o, oldSum, old)
+	keepPlain(cache, oldSum, old)
 	par := &parent{}
 	par.noteBase(path, index.Base{SHA256: oldSum, Head: same})
 	par.noteBase("dists/t/main/binary-amd64/Packages", index.Base{SHA256: oldSum, Head: same})
 	dg, ds := digestsOf(grown), digestsOf(shrunk)
-	keepPlains(o, par, []plainIndex{{path, dg.SHA256, grown}, {"dists/t/main/binary-amd64/Packages", ds.SHA256, shrunk}},
+	keepPlains(dirs{cache: cache}, nil, par, []plainIndex{{path, dg.SHA256, grown}, {"dists/t/main/binary-amd64/Packages", ds.SHA256, shrunk}},
 		[]suiteIndexes{{sums: map[string]release.Digests{"main/binary-amd64/Packages": dg}}, {sums: map[string]release.Digests{"main/binary-amd64/Packages": ds}}})
 	for _, x := range []struct {
 		d    release.Digests
 		data []byte
 	}{{dg, grown}, {ds, shrunk}} {
-		if got, ok := keptPlain(o, x.d); !ok || !bytes.Equal(got, x.data) {
+		if got, ok := keptPlain(cache, x.d); !ok || !bytes.Equal(got, x.data) {
 			t.Errorf("two indexes from one copy: kept %v, equal %v", ok, bytes.Equal(got, x.data))
 		}
 	}
-	keepPlain(o, oldSum, old)
+	keepPlain(cache, oldSum, old)
 	par.noteBase(path, index.Base{SHA256: oldSum, Head: same})
-	keepPlains(o, par, []plainIndex{{path, dg.SHA256, grown}}, []suiteIndexes{{sums: map[string]release.Digests{
+	keepPlains(dirs{cache: cache}, nil, par, []plainIndex{{path, dg.SHA256, grown}}, []suiteIndexes{{sums: map[string]release.Digests{
 		"main/binary-amd64/Packages": dg, "main/binary-i386/Packages": digestsOf(old),
 	}}})
 	for _, x := range []struct {
 		d    release.Digests
 		data []byte
 	}{{dg, grown}, {digestsOf(old), old}} {
-		if got, ok := keptPlain(o, x.d); !ok || !bytes.Equal(got, x.data) {
+		if got, ok := keptPlain(cache, x.d); !ok || !bytes.Equal(got, x.data) {
 			t.Errorf("a copy still listed: kept %v, equal %v", ok, bytes.Equal(got, x.data))
 		}
 	}

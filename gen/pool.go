@@ -1,10 +1,7 @@
 package gen
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -19,9 +16,9 @@ import (
 // (--verify rehashes it); anything else is copied, so a replaced input of the same size is
 // never mistaken for the old one. changed indexes pkgs: those the parent does not list as
 // they are.
-func stagePool(tw *tree.Writer, o *Options, parent *manifest.Manifest, pkgs []manifest.Package, changed []int, ins *inputSet) error {
+func stagePool(tw *tree.Writer, verify bool, parent *manifest.Manifest, pkgs []manifest.Package, changed []int, ins *inputSet) error {
 	todo := pkgs
-	if _, err := os.Stat(filepath.Join(o.TreeDir, "pool")); parent != nil && err == nil && !o.Verify {
+	if _, err := os.Stat(filepath.Join(tw.Root(), "pool")); parent != nil && err == nil && !verify {
 		// As indexes are: the previous build wrote and renamed the others in place. A tree
 		// removed whole is rebuilt whole; --verify repairs parts.
 		todo = make([]manifest.Package, len(changed))
@@ -57,43 +54,30 @@ func stagePool(tw *tree.Writer, o *Options, parent *manifest.Manifest, pkgs []ma
 			if !staged[f.Path] {
 				staged[f.Path] = true
 				local := filepath.Join(filepath.Dir(src.Path), path.Base(f.Path))
-				g.Go(func() error { return stageFile(tw, o, f.Path, f.SHA256, local) })
+				g.Go(func() error { return stageFile(tw, verify, f.Path, f.SHA256, local) })
 			}
 		}
-		if src.Path == filepath.Join(o.TreeDir, filepath.FromSlash(p.Path)) {
+		if src.Path == filepath.Join(tw.Root(), filepath.FromSlash(p.Path)) {
 			continue // already in place (a rebase adds the tree's own pool files)
 		}
-		g.Go(func() error { return stageFile(tw, o, p.Path, p.SHA256, src.Path) })
+		g.Go(func() error { return stageFile(tw, verify, p.Path, p.SHA256, src.Path) })
 	}
 	return g.Wait()
 }
 
 // stageFile copies the local file src to the tree path p, unless it is there already
 // (with --verify, where the tree's copy is checked against sum).
-func stageFile(tw *tree.Writer, o *Options, p, sum, src string) error {
-	dst := filepath.Join(o.TreeDir, filepath.FromSlash(p))
+func stageFile(tw *tree.Writer, verify bool, p, sum, src string) error {
+	dst := filepath.Join(tw.Root(), filepath.FromSlash(p))
 	if src == dst {
 		return nil
 	}
-	if o.Verify {
+	if verify {
 		if got, err := fileSHA256(dst); err == nil && got == sum {
 			return nil
 		}
 	}
 	return tw.CopyFile(p, src)
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // poolDigests maps the parent's pool paths to their digests.

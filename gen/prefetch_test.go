@@ -1,9 +1,12 @@
 package gen
 
 import (
+	"context"
+	"os"
 	"testing"
 
 	"github.com/armor-apt/armor/debian/release"
+	"github.com/armor-apt/armor/gen/inputs"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -19,19 +22,18 @@ func TestPrefetch(t *testing.T) {
 		arm64: "Package: c\nSHA256: 03\n\n",
 	}
 	prev := &manifest.Manifest{}
-	o := &Options{TreeDir: tree, CacheDir: t.TempDir(), Previous: prev, Suites: []Suite{{
-		Codename: "s", Components: []string{"main"}, Architectures: []string{"amd64", "arm64"},
-	}}}
+	d := dirs{tree: tree, cache: t.TempDir()}
+	suites := []Suite{{Codename: "s", Components: []string{"main"}, Architectures: []string{"amd64", "arm64"}}}
 	// The build cache keeps them, as the build that made them left them.
 	plains := map[string]release.Digests{}
 	for _, rel := range []string{amd64, arm64} {
-		d := digestsOf([]byte(files[rel]))
-		keepPlain(o, d.SHA256, []byte(files[rel]))
-		plains[rel] = d
+		sum := digestsOf([]byte(files[rel]))
+		keepPlain(d.cache, sum.SHA256, []byte(files[rel]))
+		plains[rel] = sum
 	}
 	defer func(b int64) { prefetchBudget = b }(prefetchBudget)
 	prefetchBudget = int64(len(files[amd64])) // room for the first index only
-	pf := startPrefetch(o, prev, plains, nil)
+	pf := startPrefetch(d, suites, prev, plains, nil)
 	defer pf.stop()
 	x := pf.take(amd64)
 	if x == nil {
@@ -47,21 +49,26 @@ func TestPrefetch(t *testing.T) {
 		t.Error("an index beyond the budget was prefetched")
 	}
 	// writeIndexes reads the rest itself, with the same result.
-	par := &parent{old: pf, plains: plains, o: o}
+	par := &parent{old: pf, plains: plains, dirs: d}
 	if x := readOldIndex(par, arm64, nil); len(x.stanzas) != 1 || string(x.sums[0]) != "03" {
 		t.Errorf("read %d stanzas with sums %q", len(x.stanzas), x.sums)
 	}
 
-	// With Verify, nothing is reused, so nothing is read ahead.
-	o.Verify = true
-	prefetchBudget = 1 << 20
-	pf = startPrefetch(o, prev, plains, nil)
-	pf.stop()
-	if len(pf.pending) != 0 {
-		t.Errorf("prefetched %d indexes for a verifying build", len(pf.pending))
+	// With Verify, nothing is reused, so nothing is read ahead, stat cache or not.
+	for _, verify := range []bool{true, false} {
+		cache := inputs.StatCache{Entries: []inputs.Input{{Path: "/in/a.deb", SHA256: "01"}}}
+		if err := os.WriteFile(statCachePath(d.cache), cache.Encode(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ld := startLoading(context.Background(), d, parentSource{prev: prev}, suites, verify)
+		<-ld.statCache
+		if p, err := ld.parent(); err != nil || (p.old == nil) != verify {
+			t.Errorf("verify %v: read ahead %v (%v)", verify, p.old != nil, err)
+		}
+		ld.close()
 	}
-	o.Verify = false
-	pf = startPrefetch(o, prev, plains, nil)
+	prefetchBudget = 1 << 20
+	pf = startPrefetch(d, suites, prev, plains, nil)
 	defer pf.stop()
 	pf.drop(amd64)
 	if pf.take(amd64) != nil {

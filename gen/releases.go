@@ -2,9 +2,9 @@ package gen
 
 import (
 	"context"
+	"crypto"
 	"fmt"
-	"os"
-	"path/filepath"
+	"time"
 
 	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/debian/sign"
@@ -18,12 +18,26 @@ type releasesMade struct {
 	signed int             // suites signed afresh
 }
 
+// releaseSpec is what the Release files of a build say, and who signs them.
+type releaseSpec struct {
+	origin, label, description string
+	suites                     []Suite
+	date                       time.Time
+	keys                       []*sign.Key // Options.Key, then Options.Also
+	hash                       crypto.Hash
+	resign                     bool // sign a suite whose indexes did not change
+}
+
+func (o *Options) releaseSpec() releaseSpec {
+	return releaseSpec{o.Origin, o.Label, o.Description, o.Suites, o.Date, append([]*sign.Key{o.Key}, o.Also...), o.Hash, o.Resign}
+}
+
 // signReleases writes and signs each suite's Release, InRelease and Release.gpg, given
-// what writeIndexes made of its indexes, in the order of Options.Suites.
-func signReleases(ctx context.Context, o *Options, par *parent, suites []suiteIndexes, tw *tree.Writer) (releasesMade, error) {
+// what writeIndexes made of its indexes, in the order of sp.suites.
+func signReleases(ctx context.Context, sp releaseSpec, par *parent, suites []suiteIndexes, tw *tree.Writer) (releasesMade, error) {
 	var out releasesMade
-	for i, s := range o.Suites {
-		files, signed, err := signRelease(ctx, o, s, suites[i], par.files, tw)
+	for i, s := range sp.suites {
+		files, signed, err := signRelease(ctx, sp, s, suites[i], par.files, tw)
 		if err != nil {
 			return out, err
 		}
@@ -40,30 +54,30 @@ var releaseNames = []string{"Release", "Release.gpg", "InRelease"}
 // signRelease stages dists/<codename>/Release, Release.gpg and InRelease, signed, and
 // returns their manifest entries. When no index of the suite changed and the Release is
 // the same as the parent's but for its dates, the parent's signed files are kept as they
-// are (unless Options.Resign), and signed is false. The signatures are made at the
+// are (unless sp.resign), and signed is false. The signatures are made at the
 // Release's Date, so a build repeated with the same inputs signs the same bytes.
-func signRelease(ctx context.Context, o *Options, s Suite, idx suiteIndexes, prevFiles map[string]manifest.File, tw *tree.Writer) (files []manifest.File, signed bool, err error) {
+func signRelease(ctx context.Context, sp releaseSpec, s Suite, idx suiteIndexes, prevFiles map[string]manifest.File, tw *tree.Writer) (files []manifest.File, signed bool, err error) {
 	dist := "dists/" + s.Codename + "/"
 	h := release.Header{
-		Origin: o.Origin, Label: o.Label, Suite: s.Suite, Codename: s.Codename,
-		Description: s.Description, Date: o.Date,
+		Origin: sp.origin, Label: sp.label, Suite: s.Suite, Codename: s.Codename,
+		Description: s.Description, Date: sp.date,
 		Architectures: s.Architectures, Components: s.Components,
-		SignedBy:     o.fingerprints(),
+		SignedBy:     fingerprints(sp.keys),
 		NotAutomatic: s.NotAutomatic, ButAutomaticUpgrades: s.ButAutomaticUpgrades,
 	}
 	if h.Description == "" {
-		h.Description = o.Description
+		h.Description = sp.description
 	}
 	if s.ValidFor > 0 {
-		h.ValidUntil = o.Date.Add(s.ValidFor)
+		h.ValidUntil = sp.date.Add(s.ValidFor)
 	}
 	text := release.Make(h, idx.sums)
-	if !idx.changed && !o.Resign {
-		if kept, ok := keptRelease(o.TreeDir, dist, text, prevFiles); ok {
+	if !idx.changed && !sp.resign {
+		if kept, ok := keptRelease(tw.Root(), dist, text, prevFiles); ok {
 			return kept, false, nil
 		}
 	}
-	inRelease, detached, err := sign.SignRelease(ctx, append([]*sign.Key{o.Key}, o.Also...), text, o.Hash, o.Date)
+	inRelease, detached, err := sign.SignRelease(ctx, sp.keys, text, sp.hash, sp.date)
 	if err != nil {
 		return nil, false, fmt.Errorf("sign %sRelease: %w", dist, err)
 	}
@@ -95,30 +109,11 @@ func keptRelease(tree, dist string, text []byte, prevFiles map[string]manifest.F
 	return keep, true
 }
 
-// previousFile returns the tree's copy of a file of the parent, if it still has the
-// content the parent's manifest lists.
-func previousFile(tree, rel string, prevFiles map[string]manifest.File) ([]byte, bool) {
-	f, ok := prevFiles[rel]
-	if !ok {
-		return nil, false
-	}
-	data, err := os.ReadFile(filepath.Join(tree, filepath.FromSlash(rel)))
-	if err != nil || int64(len(data)) != f.Size || sha256Hex(data) != f.SHA256 {
-		return nil, false
-	}
-	return data, true
-}
-
-func inTree(tree string, f manifest.File) bool {
-	st, err := os.Stat(filepath.Join(tree, filepath.FromSlash(f.Path)))
-	return err == nil && st.Size() == f.Size
-}
-
 // fingerprints are the keys that sign, for Release's Signed-By.
-func (o *Options) fingerprints() []string {
-	out := []string{o.Key.Fingerprint()}
-	for _, k := range o.Also {
-		out = append(out, k.Fingerprint())
+func fingerprints(keys []*sign.Key) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.Fingerprint()
 	}
 	return out
 }

@@ -11,8 +11,6 @@ import (
 	"github.com/armor-apt/armor/debian/deb"
 	"github.com/armor-apt/armor/debian/pool"
 	"github.com/armor-apt/armor/debian/release"
-	"github.com/armor-apt/armor/gen/index"
-	"github.com/armor-apt/armor/gen/tree"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -125,16 +123,15 @@ func checkSourceFiles(pkgs *packageList, parent *manifest.Manifest) error {
 	return nil
 }
 
-// writeSourcesIndex stages <comp>/source/Sources of a suite when the component has source
-// packages or had a Sources index in the parent, reusing the parent's when its package
-// list did not change. It adds what it made to si and out, as writeIndexes does for
-// Packages indexes.
-func writeSourcesIndex(o *Options, par *parent, s Suite, comp string, members, old []*manifest.Package, prevSums map[string]release.Digests, want bool,
-	ins *inputSet, icache *index.Cache, tw *tree.Writer, si *suiteIndexes, out *indexesMade) error {
+// sources stages <comp>/source/Sources of the suite s when want (the suite has source
+// packages) or the component had a Sources index in the parent, reusing the parent's when
+// its package list did not change, as write does.
+func (w *indexWriter) sources(s Suite, comp string, prevSums map[string]release.Digests, want bool, si *suiteIndexes) error {
 	dist := "dists/" + s.Codename + "/"
 	rel := comp + "/source/Sources"
-	return writeOptionalIndex(o, par, dist, rel, members, old, prevSums, want, icache, tw, si, out, func() ([][]byte, error) {
-		return sourceStanzas(dist+rel, members, ins, par)
+	key := indexKey{s.Codename, comp, "source"}
+	return w.write(dist, rel, key, prevSums, want, si, func() ([][]byte, error) {
+		return sourceStanzas(dist+rel, w.members[key], w.ins, w.par)
 	})
 }
 
@@ -149,44 +146,6 @@ func optionalIndexes(suite string, members map[indexKey][]*manifest.Package) (so
 		}
 	}
 	return sources, installer
-}
-
-// writeOptionalIndex stages the index dist+rel when want is set or the parent had it
-// (once published, an index stays, if empty, so no client meets a 404), reusing the
-// parent's when its package list did not change, and adds what it made to si and out.
-// writeIndexes calls it with want set for every binary-<arch>/Packages index.
-func writeOptionalIndex(o *Options, par *parent, dist, rel string, members, old []*manifest.Package, prevSums map[string]release.Digests, want bool,
-	icache *index.Cache, tw *tree.Writer, si *suiteIndexes, out *indexesMade, stanzasOf func() ([][]byte, error)) error {
-	if !want && !par.hadIndex(dist+rel) {
-		return nil
-	}
-	if kept, ok := reusableIndex(o, par.files, prevSums, dist, rel, members, old); ok {
-		for _, v := range variants {
-			si.sums[rel+v] = prevSums[rel+v]
-		}
-		out.files = append(out.files, kept...)
-		return nil
-	}
-	stanzas, err := stanzasOf()
-	var digests [3]release.Digests
-	if err == nil {
-		digests, err = writeIndex(tw, icache, par, dist+rel, stanzas, out)
-	}
-	if err != nil {
-		return fmt.Errorf("index %s%s: %w", dist, rel, err)
-	}
-	for i, d := range digests {
-		si.sums[rel+variants[i]] = d
-		if variants[i] == "" {
-			continue // not published
-		}
-		out.files = append(out.files,
-			manifest.File{Path: dist + rel + variants[i], Size: d.Size, SHA256: d.SHA256},
-			manifest.File{Path: byHashPath(dist+rel, d.SHA256), Size: d.Size, SHA256: d.SHA256})
-	}
-	si.changed = true
-	out.written++
-	return nil
 }
 
 // sourceStanzas returns the Sources stanzas of an index's members: fresh from the .dsc
@@ -234,7 +193,7 @@ func sourceStanza(s *deb.Source, dscPath string) []byte {
 // the .dsc's pool path and SHA-256 ("path sum"). An index it cannot find has none.
 func (p *parent) sourceStanzas(indexPath string) map[string][]byte {
 	out := map[string][]byte{}
-	data, _ := parentPlain(p.o, indexPath, p.plains[indexPath])
+	data, _ := parentPlain(p.dirs, indexPath, p.plains[indexPath])
 	for len(data) > 0 {
 		end := bytes.Index(data, []byte("\n\n"))
 		var st []byte

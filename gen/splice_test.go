@@ -203,11 +203,11 @@ func testIndexStanzasSplicedInKeptIndex(t *testing.T, from string) {
 	const indexPath = "dists/s/main/binary-amd64/Packages"
 	tree := t.TempDir()
 	old, file := smallIndex(50)
-	o := &Options{TreeDir: tree, CacheDir: t.TempDir()}
-	d := digestsOf(file)
+	d := dirs{tree: tree, cache: t.TempDir()}
+	sums := digestsOf(file)
 	switch from {
 	case "cache":
-		keepPlain(o, d.SHA256, file)
+		keepPlain(d.cache, sums.SHA256, file)
 	case "tree":
 		if err := os.MkdirAll(filepath.Join(tree, filepath.Dir(indexPath)), 0o755); err != nil {
 			t.Fatal(err)
@@ -216,7 +216,7 @@ func testIndexStanzasSplicedInKeptIndex(t *testing.T, from string) {
 			t.Fatal(err)
 		}
 	}
-	par := &parent{made: &madeIndexes{}, plains: map[string]release.Digests{indexPath: d}, o: o}
+	par := &parent{made: &madeIndexes{}, plains: map[string]release.Digests{indexPath: sums}, dirs: d}
 	x := par.loadIndex(indexPath)
 	if !x.own || cap(x.data) <= len(file) || !bytes.Equal(x.data, file) {
 		t.Fatalf("the index was read without room to splice into: own %v, %d bytes, capacity %d", x.own, len(x.data), cap(x.data))

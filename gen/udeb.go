@@ -4,9 +4,6 @@ import (
 	"strings"
 
 	"github.com/armor-apt/armor/debian/release"
-	"github.com/armor-apt/armor/gen/index"
-	"github.com/armor-apt/armor/gen/tree"
-	"github.com/armor-apt/armor/manifest"
 )
 
 // Installer and debug packages. A .udeb (a package of the Debian installer) keeps its
@@ -21,14 +18,13 @@ const installerDir = "/debian-installer"
 // isInstaller reports whether a pool path is an installer package's.
 func isInstaller(poolPath string) bool { return strings.HasSuffix(poolPath, ".udeb") }
 
-// writeInstallerIndex stages <component>/debian-installer/binary-<arch>/Packages when it
-// is wanted (see optionalIndexes) or the parent had it; key.component holds the whole
-// directory.
-func writeInstallerIndex(o *Options, par *parent, s Suite, key indexKey, members, old []*manifest.Package, prevSums map[string]release.Digests, want bool,
-	ins *inputSet, icache *index.Cache, tw *tree.Writer, si *suiteIndexes, out *indexesMade) error {
+// installer stages <component>/debian-installer/binary-<arch>/Packages when want (the
+// suite has installer packages; see optionalIndexes) or the parent had it; key.component
+// holds the whole directory.
+func (w *indexWriter) installer(s Suite, key indexKey, prevSums map[string]release.Digests, want bool, si *suiteIndexes) error {
 	dist := "dists/" + s.Codename + "/"
 	rel := key.component + "/binary-" + key.arch + "/Packages"
-	return writeOptionalIndex(o, par, dist, rel, members, old, prevSums, want, icache, tw, si, out, func() ([][]byte, error) {
-		return indexStanzas(o.TreeDir, dist+rel, members, old, ins, par)
+	return w.write(dist, rel, key, prevSums, want, si, func() ([][]byte, error) {
+		return indexStanzas(w.tree, dist+rel, w.members[key], w.prevMembers[key], w.ins, w.par)
 	})
 }

@@ -16,7 +16,6 @@ import (
 	"maps"
 	"path"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,141 +59,168 @@ var ErrVerify = errors.New("tree does not verify")
 // its .gz or .xz, which must decompress to what Release lists for it. It keeps going after
 // a problem and reports them all.
 func VerifyTree(ctx context.Context, f Fetcher, o VerifyOptions) (*VerifyReport, error) {
-	r := &VerifyReport{}
 	if o.Now.IsZero() {
 		o.Now = time.Now()
 	}
-	problem := func(format string, a ...any) { r.Problems = append(r.Problems, fmt.Sprintf(format, a...)) }
-	pool := map[string]poolEntry{}
+	v := &verifier{f: f, o: o, r: &VerifyReport{}, pool: map[string]poolEntry{}}
 	for _, suite := range o.Suites {
 		if err := ctx.Err(); err != nil {
-			return r, err
+			return v.r, err
 		}
-		r.Suites++
-		dist := "dists/" + suite + "/"
-		inRelease, err := fetchAll(ctx, f, dist+"InRelease")
-		if err != nil {
-			problem("%sInRelease: %v", dist, err)
-			continue
-		}
-		text, fpr, err := sign.VerifyClearsigned(inRelease, o.Keyrings...)
-		if err != nil {
-			problem("%sInRelease: signature: %v", dist, err)
-			continue
-		}
-		if plain, err := fetchAll(ctx, f, dist+"Release"); err == nil {
-			if !bytes.Equal(plain, text) {
-				problem("%sRelease differs from the text signed in InRelease", dist)
-			}
-			if sig, err := fetchAll(ctx, f, dist+"Release.gpg"); err == nil {
-				if fpr2, err := sign.VerifyDetached(plain, sig, o.Keyrings...); err != nil {
-					problem("%sRelease.gpg: %v", dist, err)
-				} else if fpr2 != fpr {
-					problem("%sRelease.gpg is signed by %s, InRelease by %s", dist, fpr2, fpr)
-				}
-			}
-		}
-		rel, err := release.Parse(text)
-		if err != nil {
-			problem("%sRelease: %v", dist, err)
-			continue
-		}
-		if vu := rel.Field("Valid-Until"); vu != "" {
-			t, err := release.ParseDate(vu)
-			switch {
-			case err != nil:
-				problem("%sRelease: Valid-Until %q does not parse", dist, vu)
-			case o.Now.After(t):
-				problem("%sRelease expired at %s (Valid-Until); rebuild with --resign", dist, vu)
-			}
-		}
-		byHash := rel.AcquireByHash()
-		sums := rel.Sums
-		indexes := map[string][]byte{} // the indexes fetched, by path relative to dist
-		var unpublished []string       // uncompressed indexes published only compressed
-		for _, p := range rel.Paths() {
-			want := sums[p]
-			r.Indexes++
-			data, err := fetchAll(ctx, f, dist+p)
-			if errors.Is(err, fs.ErrNotExist) && compressedListed(sums, p) {
-				// As in Debian's archive: apt fetches a compressed form.
-				unpublished = append(unpublished, p)
-				continue
-			}
-			if err != nil {
-				problem("%s%s: %v", dist, p, err)
-				continue
-			}
-			if got := digestsOf(data); !sumsMatch(data, got, want) {
-				problem("%s%s: size or hashes differ from Release (size %d, want %d)", dist, p, got.Size, want.Size)
-				continue
-			}
-			if byHash && want.SHA256 != "" {
-				bh := byHashPath(dist+p, want.SHA256)
-				if h, err := fetchAll(ctx, f, bh); err != nil {
-					problem("%s: %v", bh, err)
-				} else if !bytes.Equal(h, data) {
-					problem("%s differs from %s%s", bh, dist, p)
-				}
-			}
-			indexes[p] = data
-		}
-		// An index published compressed only must decompress to what Release lists for
-		// its uncompressed form: apt checks the data it decompresses against that.
-		for _, p := range unpublished {
-			data, from, err := decompressIndex(indexes, p)
-			if err != nil {
-				problem("%s%s: not published, and %v", dist, p, err)
-				continue
-			}
-			if got := digestsOf(data); !sumsMatch(data, got, sums[p]) {
-				problem("%s%s decompresses to other data than Release lists for %s%s (size %d, want %d)", dist, from, dist, p, got.Size, sums[p].Size)
-				continue
-			}
-			indexes[p] = data
-		}
-		if !o.Pool {
-			continue
-		}
-		for _, p := range slices.Sorted(maps.Keys(indexes)) {
-			var err error
-			switch path.Base(p) {
-			case "Sources":
-				err = collectSourcePool(indexes[p], pool)
-			case "Packages":
-				err = collectPool(indexes[p], pool)
-			}
-			if err != nil {
-				problem("%s%s: %v", dist, p, err)
-			}
-		}
-		// A Release listing no uncompressed Packages: its .gz, then.
-		for _, p := range slices.Sorted(maps.Keys(indexes)) {
-			if plain := strings.TrimSuffix(p, ".gz"); path.Base(plain) == "Packages" && plain != p && indexes[plain] == nil {
-				if data, err := gunzipAll(indexes[p]); err == nil {
-					collectPool(data, pool)
-				}
-			}
-		}
+		v.r.Suites++
+		v.suite(ctx, "dists/"+suite+"/")
 	}
-	names := make([]string, 0, len(pool))
-	for p := range pool {
-		names = append(names, p)
-	}
-	sort.Strings(names)
-	for _, p := range names {
+	for _, p := range slices.Sorted(maps.Keys(v.pool)) {
 		if err := ctx.Err(); err != nil {
-			return r, err
+			return v.r, err
 		}
-		r.PoolFiles++
-		if err := checkPoolFile(ctx, f, p, pool[p]); err != nil {
-			problem("%s: %v", p, err)
+		v.r.PoolFiles++
+		if err := checkPoolFile(ctx, f, p, v.pool[p]); err != nil {
+			v.problem("%s: %v", p, err)
 		}
 	}
-	if len(r.Problems) > 0 {
-		return r, fmt.Errorf("%w: %d problem(s), first: %s", ErrVerify, len(r.Problems), r.Problems[0])
+	if len(v.r.Problems) > 0 {
+		return v.r, fmt.Errorf("%w: %d problem(s), first: %s", ErrVerify, len(v.r.Problems), v.r.Problems[0])
 	}
-	return r, nil
+	return v.r, nil
+}
+
+// verifier is one run of VerifyTree.
+type verifier struct {
+	f    Fetcher
+	o    VerifyOptions
+	r    *VerifyReport
+	pool map[string]poolEntry // the pool files the indexes list, to check (with o.Pool)
+}
+
+func (v *verifier) problem(format string, a ...any) {
+	v.r.Problems = append(v.r.Problems, fmt.Sprintf(format, a...))
+}
+
+// suite checks the suite under dist: its Release files, then its indexes, and notes the
+// pool files they list.
+func (v *verifier) suite(ctx context.Context, dist string) {
+	rel, ok := v.release(ctx, dist)
+	if !ok {
+		return
+	}
+	indexes := v.indexes(ctx, dist, rel)
+	if !v.o.Pool {
+		return
+	}
+	for _, p := range slices.Sorted(maps.Keys(indexes)) {
+		var err error
+		switch path.Base(p) {
+		case "Sources":
+			err = collectSourcePool(indexes[p], v.pool)
+		case "Packages":
+			err = collectPool(indexes[p], v.pool)
+		}
+		if err != nil {
+			v.problem("%s%s: %v", dist, p, err)
+		}
+	}
+	// A Release listing no uncompressed Packages: its .gz, then.
+	for _, p := range slices.Sorted(maps.Keys(indexes)) {
+		if plain := strings.TrimSuffix(p, ".gz"); path.Base(plain) == "Packages" && plain != p && indexes[plain] == nil {
+			if data, err := gunzipAll(indexes[p]); err == nil {
+				collectPool(data, v.pool)
+			}
+		}
+	}
+}
+
+// release checks the suite's InRelease signature, that Release is its signed text and
+// Release.gpg signs it by the same key, and Valid-Until; it returns the Release, unless
+// it cannot be read.
+func (v *verifier) release(ctx context.Context, dist string) (*release.File, bool) {
+	inRelease, err := fetchAll(ctx, v.f, dist+"InRelease")
+	if err != nil {
+		v.problem("%sInRelease: %v", dist, err)
+		return nil, false
+	}
+	text, fpr, err := sign.VerifyClearsigned(inRelease, v.o.Keyrings...)
+	if err != nil {
+		v.problem("%sInRelease: signature: %v", dist, err)
+		return nil, false
+	}
+	if plain, err := fetchAll(ctx, v.f, dist+"Release"); err == nil {
+		if !bytes.Equal(plain, text) {
+			v.problem("%sRelease differs from the text signed in InRelease", dist)
+		}
+		if sig, err := fetchAll(ctx, v.f, dist+"Release.gpg"); err == nil {
+			if fpr2, err := sign.VerifyDetached(plain, sig, v.o.Keyrings...); err != nil {
+				v.problem("%sRelease.gpg: %v", dist, err)
+			} else if fpr2 != fpr {
+				v.problem("%sRelease.gpg is signed by %s, InRelease by %s", dist, fpr2, fpr)
+			}
+		}
+	}
+	rel, err := release.Parse(text)
+	if err != nil {
+		v.problem("%sRelease: %v", dist, err)
+		return nil, false
+	}
+	if vu := rel.Field("Valid-Until"); vu != "" {
+		t, err := release.ParseDate(vu)
+		switch {
+		case err != nil:
+			v.problem("%sRelease: Valid-Until %q does not parse", dist, vu)
+		case v.o.Now.After(t):
+			v.problem("%sRelease expired at %s (Valid-Until); rebuild with --resign", dist, vu)
+		}
+	}
+	return rel, true
+}
+
+// indexes checks every index rel lists, and its by-hash copy, and returns those it read
+// (by path relative to dist), an uncompressed one published only compressed included.
+func (v *verifier) indexes(ctx context.Context, dist string, rel *release.File) map[string][]byte {
+	sums := rel.Sums
+	indexes := map[string][]byte{}
+	var unpublished []string // uncompressed indexes published only compressed
+	for _, p := range rel.Paths() {
+		want := sums[p]
+		v.r.Indexes++
+		data, err := fetchAll(ctx, v.f, dist+p)
+		if errors.Is(err, fs.ErrNotExist) && compressedListed(sums, p) {
+			// As in Debian's archive: apt fetches a compressed form.
+			unpublished = append(unpublished, p)
+			continue
+		}
+		if err != nil {
+			v.problem("%s%s: %v", dist, p, err)
+			continue
+		}
+		if got := digestsOf(data); !sumsMatch(data, got, want) {
+			v.problem("%s%s: size or hashes differ from Release (size %d, want %d)", dist, p, got.Size, want.Size)
+			continue
+		}
+		if rel.AcquireByHash() && want.SHA256 != "" {
+			bh := byHashPath(dist+p, want.SHA256)
+			if h, err := fetchAll(ctx, v.f, bh); err != nil {
+				v.problem("%s: %v", bh, err)
+			} else if !bytes.Equal(h, data) {
+				v.problem("%s differs from %s%s", bh, dist, p)
+			}
+		}
+		indexes[p] = data
+	}
+	// An index published compressed only must decompress to what Release lists for
+	// its uncompressed form: apt checks the data it decompresses against that.
+	for _, p := range unpublished {
+		data, from, err := decompressIndex(indexes, p)
+		if err != nil {
+			v.problem("%s%s: not published, and %v", dist, p, err)
+			continue
+		}
+		if got := digestsOf(data); !sumsMatch(data, got, sums[p]) {
+			v.problem("%s%s decompresses to other data than Release lists for %s%s (size %d, want %d)", dist, from, dist, p, got.Size, sums[p].Size)
+			continue
+		}
+		indexes[p] = data
+	}
+	return indexes
 }
 
 // compressedListed reports whether sums lists a compressed form of the index p.

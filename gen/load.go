@@ -1,0 +1,113 @@
+package gen
+
+import (
+	"context"
+	"errors"
+
+	"github.com/armor-apt/armor/debian/release"
+	"github.com/armor-apt/armor/gen/inputs"
+	"github.com/armor-apt/armor/manifest"
+)
+
+// loader loads in the background, one after the other: the stat cache, needed as soon
+// as the inputs are listed; the previous manifest, needed once they are read; and then
+// it starts the reading ahead of the old indexes, for the stanzas. One goroutine for the
+// two loads leaves the other core to the listing of the inputs (mostly kernel time),
+// which is what the build waits for. The loader owns what it loads until parent hands
+// it over; close stops it and waits for it.
+type loader struct {
+	statCache chan *inputs.StatCache // receives the stat cache, once
+	stop      chan struct{}          // closed by close: load nothing more
+	done      chan struct{}          // closed once prev, err and old are set
+	prev      *manifest.Manifest
+	err       error
+	fetchErr  error // why the parent's files could not be fetched into the tree
+	old       *prefetch
+	made      madeIndexes // the plain indexes hydrate made
+	plains    map[string]release.Digests
+	dirs      dirs
+}
+
+// parentSource is where a build's parent release comes from.
+type parentSource struct {
+	prev  *manifest.Manifest                 // Options.Previous
+	load  func() (*manifest.Manifest, error) // Options.LoadPrevious
+	fetch fetchFunc                          // what hydrate fetches the parent's files with
+}
+
+func (o *Options) parentSource() parentSource {
+	return parentSource{o.Previous, o.LoadPrevious, o.Fetch}
+}
+
+// startLoading starts loading, in d, the stat cache and the parent that src names, for a
+// build of suites; verify (Options.Verify) reads nothing ahead.
+func startLoading(ctx context.Context, d dirs, src parentSource, suites []Suite, verify bool) *loader {
+	l := &loader{
+		statCache: make(chan *inputs.StatCache, 1),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+		dirs:      d,
+	}
+	go func() {
+		defer close(l.done)
+		c := inputs.LoadStatCache(statCachePath(d.cache))
+		// Without a cache every input is read again, and no stanza comes from the old
+		// indexes: nothing to read ahead.
+		readAhead := len(c.Entries) > 0 && !verify
+		l.statCache <- c
+		l.loadPrevious(ctx, src, suites, readAhead)
+	}()
+	return l
+}
+
+// loadPrevious loads the previous manifest, when src.load is set, fetches what the tree
+// lacks of it (hydrate), and then, if readAhead, starts reading its indexes ahead. If
+// Build has returned meanwhile, it loads nothing.
+func (l *loader) loadPrevious(ctx context.Context, src parentSource, suites []Suite, readAhead bool) {
+	select {
+	case <-l.stop:
+		l.err = errors.New("build: stopped")
+		return
+	default:
+	}
+	prev := src.prev
+	if prev == nil && src.load != nil {
+		if prev, l.err = src.load(); l.err != nil {
+			return
+		}
+	}
+	// The tree should hold the parent's indexes before they are read. If they cannot be
+	// fetched, the inputs may still hold every package the build needs (a runner with
+	// every .deb but without the store); the build says why when they do not.
+	aliases := aliasDirs(suites)
+	l.fetchErr = hydrate(ctx, l.dirs, src.fetch, aliases, prev, &l.made)
+	l.prev = prev
+	l.plains = plainIndexes(l.dirs.tree, aliases, prev)
+	if readAhead {
+		l.old = startPrefetch(l.dirs, suites, prev, l.plains, &l.made)
+	}
+}
+
+// parent waits for the previous manifest and returns the parent. Nothing may read
+// Options.Previous instead: it is nil when LoadPrevious loads the manifest.
+func (l *loader) parent() (*parent, error) {
+	<-l.done
+	if l.err != nil {
+		return nil, l.err
+	}
+	p := &parent{m: l.prev, files: map[string]manifest.File{}, old: l.old, made: &l.made, plains: l.plains, fetchErr: l.fetchErr, dirs: l.dirs}
+	if p.m != nil {
+		for _, f := range p.m.Files {
+			p.files[f.Path] = f
+		}
+	}
+	return p, nil
+}
+
+// close stops the loading and the reading ahead, and waits for both.
+func (l *loader) close() {
+	close(l.stop)
+	<-l.done
+	l.old.stop()
+	l.made.wait()
+}
