@@ -7,6 +7,6 @@
 //
 // Run is the daemon; NewServer and Server.Handler serve the API in process; CreateToken
 // bootstraps the first admin token against a data directory while no daemon runs. State
-// lives behind state.Store (bbolt by default), objects behind cas.Store. The CLI wiring
+// lives behind state.Store (bbolt by default), objects behind store.Store. The CLI wiring
 // is in package cli.
 package controld

@@ -8,7 +8,7 @@
 // keeps its routes in step with controld; Serve and ServeAdmin serve the public and
 // admin listeners; EnableACME and ServeTLS add HTTPS with certificates by ACME for the
 // routed hostnames only (tls.go); Run does all of that from a Config (opening the store
-// with cas.OpenRclone). Close releases the cache once they have returned.
+// with store.OpenRclone). Close releases the cache once they have returned.
 //
 // Guarantees:
 //   - A site's whole path map is swapped at once (an atomic pointer to an immutable

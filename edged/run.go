@@ -15,7 +15,7 @@ import (
 // Store fetches are tried this many times (with backoff from storeRetryBase) before a
 // miss is answered 503. They are the only retries: the store is opened with one attempt
 // per request in rclone, since rclone's own retries stacked under these made a miss
-// wait about 21 s for its 503 while an S3 store was unreachable (under 1 s now).
+// wait many seconds for its 503 while an S3 store was unreachable (docs/benchmarks.md).
 const (
 	storeAttempts  = 3
 	storeRetryBase = 100 * time.Millisecond

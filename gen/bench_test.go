@@ -18,7 +18,7 @@ package gen_test
 //	base-MiB   the resident set just before the operation
 //	build-ms   gen.Build, loading the previous manifest and writing the new one included
 //
-// Targets (DESIGN.md, "cost follows change"): adding one package to 10,000 in ≤ 0.2 s and
+// Targets (docs/design.md, invariant 6, "cost follows change"): adding one package to 10,000 in ≤ 0.2 s and
 // ≤ 100 MiB; to 100,000 in ≤ 1 s and ≤ 500 MiB; a full build of 10,000 in at most twice
 // BenchmarkReadHash10k, which only reads and hashes every .deb.
 

@@ -7,8 +7,8 @@ import (
 )
 
 // The manifest of a large repository holds a table per package: 100,000 packages make
-// 25 MB of TOML, which go-toml encodes in about a second and decodes in two, while a whole
-// incremental build must stay under one. So the canonical form is also written and read
+// 25 MB of TOML, which go-toml encodes and decodes more slowly than a whole incremental
+// build may take (docs/benchmarks.md). So the canonical form is also written and read
 // by the functions below. go-toml remains the authority: appendCanonical produces exactly
 // the bytes go-toml's encoder produces (a test compares them), and parseCanonical accepts
 // only input that is byte for byte what appendCanonical writes (plain literal strings,

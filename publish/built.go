@@ -66,8 +66,8 @@ func WriteBuildRecord(cacheDir string, m, parent *manifest.Manifest, encoded []b
 		}
 		return nil
 	}
-	// At 100,000 packages hashing the manifest and comparing the two releases take tens
-	// of milliseconds each: they run side by side.
+	// At 100,000 packages hashing the manifest and comparing the two releases are each
+	// a measurable part of a push: they run side by side.
 	digest := make(chan string, 1)
 	go func() {
 		sum := sha256.Sum256(encoded)

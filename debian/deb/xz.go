@@ -12,7 +12,7 @@ import (
 
 // control.tar.xz is read with a decoder of its own around ulikunitz/xz's LZMA2
 // reader. A general xz reader allocates the dictionary that the stream's filter
-// declares (8 MiB for dpkg's default), which costs milliseconds per package for
+// declares (8 MiB for dpkg's default), which costs more than the rest of reading
 // a control.tar of a few KiB. Block headers written by dpkg (liblzma) state the
 // block's uncompressed size, and no LZMA2 match can reach further back than
 // that, so the dictionary is cut down to it. Integrity checks of the blocks are

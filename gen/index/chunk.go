@@ -22,19 +22,13 @@ type chunking struct {
 // A random insertion lands in a chunk with a probability proportional to its size, so the
 // chunk it recompresses is on average E[size²]/E[size], not E[size]: the narrower the
 // sizes range, the cheaper a change. BenchmarkChunkSize and BenchmarkDebianXZBlocks
-// measured, for one stanza inserted at a random place of 10,000 (wall time and CPU per
-// insert, the changed chunk's gzip member and two chunks' LZMA2 data compressed), and
-// Packages.xz of Debian's bookworm main against xz -6:
-//
-//	min–avg–max (KiB)   wall    CPU      Packages.xz
-//	32–128–512          91 ms   142 ms   1.137 × xz -6
-//	64–128–256          76 ms   132 ms   1.138
-//	96–128–256          71 ms   126 ms   1.138
-//	80–112–224          61 ms   108 ms   1.144
+// compare the shapes (docs/benchmarks.md has their figures): 96–128–256 KiB costs a
+// random insertion less than 32–128–512 and 64–128–256 for the same Packages.xz size,
+// and 80–112–224 less again for a larger one.
 //
 // Small chunks mean more entries to find, read and check, a worse gzip ratio and, for
 // xz, a state reset every chunk and less of the previous chunk to match into; large ones
-// make the recompressed chunks expensive (the xz encoder compresses about 4–5 MB/s here).
+// make the recompressed chunks expensive (the xz encoder is the slowest step of a build).
 // A high minimum keeps resynchronisation: an insertion of δ bytes moves a chunk's end
 // only when a stanza within δ of where the chunk reached min qualifies, a chance of about
 // δ/(avg-min), and the compressed chunks per insertion stayed at 3.2 against 3.0.

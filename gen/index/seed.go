@@ -89,8 +89,8 @@ type Published struct {
 	Signed bool
 	// Background says to keep the entries in memory, where a Build on the same Cache
 	// finds them at once, and to write them to disk on a goroutine of their own, which
-	// Cache.Wait waits for: creating a file per entry costs the kernel 0.1 to 1 ms each
-	// (about 900 at 100,000 packages), which the build need not wait for. The payloads
+	// Cache.Wait waits for: creating a file per entry is kernel time the build need not
+	// wait for (hundreds of entries at 100,000 packages). The payloads
 	// are slices of Gzip and Xz, which must then stay unchanged until Wait returns.
 	Background bool
 }

@@ -341,8 +341,8 @@ func (w *Writer) Commit() error {
 		w.undo = append(w.undo, u)
 	}
 	// One more syncfs makes the renames durable: it flushes the directories' metadata
-	// together, where an fsync per directory costs a journal commit each (10,000 new
-	// pool directories took seconds).
+	// together, where an fsync per directory costs a journal commit each (thousands of
+	// them in a first build).
 	if err := cmp.Or(w.syncMounts(), w.fault("sync renames")); err != nil {
 		w.Rollback()
 		return err

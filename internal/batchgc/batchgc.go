@@ -1,10 +1,10 @@
 // Package batchgc sets the garbage collector of armor's batch commands, build and push:
 // a soft memory limit, and collections far apart below it.
 //
-// A fresh runner adding one package to 100,000 holds about 240 MB of live data for a
-// moment (the parent's manifest, the index in its three forms, the encoded manifest).
-// Under the default GOGC=100 alone the heap grows to twice its live size before each
-// collection, and the build peaked near 480 MiB. Under a soft limit the collector runs
+// A fresh runner adding one package to 100,000 holds a few hundred megabytes of live data
+// for a moment (the parent's manifest, the index in its three forms, the encoded
+// manifest). Under the default GOGC=100 alone the heap grows to twice its live size
+// before each collection, and so did the build's peak. Under a soft limit the collector runs
 // more often near it instead, as the Go runtime's guide to the garbage collector
 // recommends for a batch tool whose peak matters (a CI runner's memory). It is a soft
 // limit: a build whose live data exceeds it still completes, with more collections (the
@@ -12,8 +12,7 @@
 //
 // Below the limit, GOGC=100 collected about ten times in a warm add-one at 100,000
 // packages while the heap grew to the limit anyway: the early collections, of heaps a
-// fraction of the final one, cost about 50 ms of a one-second build and saved no
-// memory. With GOGC=400 the heap still stays under the limit; a small build, whose
+// fraction of the final one, cost time and saved no memory (docs/benchmarks.md). With GOGC=400 the heap still stays under the limit; a small build, whose
 // garbage stays far below it, holds at most five times its live data.
 package batchgc
 

@@ -11,11 +11,9 @@
 // enforce the request timeout from a clock that ticks every 100 ms instead of reading
 // the time per request (listener.go).
 //
-// Why it is kept, and why only as an opt-in: in a paired A/B (12 alternating rounds
-// of BenchmarkVsNginx on a busy 2-core VM) its throughput gains lay within the spread
-// between rounds of the same code, but its p99 gains did not: 0.55× Go's poller for a
-// 2 KiB InRelease and 0.29× for a 2.7 MB Packages.gz, against same-code ranges of
-// 0.64–1.29 and 0.69–1.30 (docs/benchmarks.md). It is Linux-only, relies on nested
+// Why it is kept, and why only as an opt-in: in a paired A/B (alternating rounds of
+// BenchmarkVsNginx) its throughput gains lay within the spread between rounds of the
+// same code, but its p99 gains did not (docs/benchmarks.md has the figures). It is Linux-only, relies on nested
 // epoll wake-ups (broken on some kernels between 5.5 and 5.7, fixed by 0c54a6a44bf3),
 // and is some 900 lines that Go's poller does not need.
 package connpoll

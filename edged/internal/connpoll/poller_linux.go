@@ -263,18 +263,15 @@ func (p *poller) closeConns() {
 // autotuning gives some connections much smaller buffers than others. Under load
 // each wait for buffer space costs a whole round of the other connections, and in
 // that round each of them writes a whole large response; so the connections with
-// small buffers got a small share, and their requests made the latency tail (2.7 MB
-// Packages.gz under wrk -c32: median 10 ms, p99 75 ms, max 314 ms).
+// small buffers got a small share, and their requests made the latency tail.
 //
 // Why 56 KiB: a turn should reach the client as one segment, and the kernel builds
 // segments of at most 64 KiB (loopback's MSS is 65483; TSO and GSO stop at 64 KiB
 // too). Larger turns arrive as bursts that fill the receive buffers of a busy client:
-// with 256 KiB turns, wrk's windows closed 270 to 2,000 times in 3 s, the sender's
-// loss probes then retransmitted data that had arrived, and a few responses stalled
-// for 100 to 360 ms (p99.9 up to 340 ms). 64 KiB turns end in a 53-byte runt segment
-// and measured 16% fewer req/s than 56 KiB; 32 KiB and less cost more in turns than
-// they gain. In 56 KiB turns (6 interleaved runs of each): 12% more req/s than 256
-// KiB, p99 23-30 ms against 36-128 ms, p99.9 25-49 ms against 39-181 ms.
+// its windows close, the sender's loss probes then retransmit data that had arrived,
+// and a few responses stall. 64 KiB turns end in a 53-byte runt segment and served
+// fewer requests than 56 KiB; 32 KiB and less cost more in turns than they gain.
+// docs/benchmarks.md has the measurements (6f0cad6).
 const writeTurn = 56 << 10
 
 // yield parks w's writer until the poller's next round, after the connections
