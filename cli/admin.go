@@ -156,7 +156,7 @@ type TokensCreateCmd struct {
 	ControlFlags
 	Name   string   `arg:"" help:"Token name (shown in audit history)."`
 	Scope  []string `name:"for" help:"Repositories the token may act on, or '*' for all." required:""`
-	Action []string `help:"Actions: read, push, activate, admin (repeatable)." required:"" enum:"read,push,activate,admin"`
+	Action []string `help:"Actions: read, push, activate, admin, certs (repeatable; certs, on '*' only: the edges' shared certificate storage)." required:"" enum:"read,push,activate,admin,certs"`
 }
 
 // Run creates.

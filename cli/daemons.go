@@ -53,7 +53,7 @@ type ControldTokenCmd struct {
 	Database string   `help:"controld's PostgreSQL state, a postgres:// URL (the password from PGPASSWORD or ~/.pgpass)." xor:"state" required:""`
 	Name     string   `arg:"" help:"Token name."`
 	Scope    []string `name:"for" help:"Repositories, or '*'." default:"*"`
-	Action   []string `help:"Actions: read, push, activate, admin." default:"admin" enum:"read,push,activate,admin"`
+	Action   []string `help:"Actions: read, push, activate, admin, certs." default:"admin" enum:"read,push,activate,admin,certs"`
 }
 
 // Run creates the token and prints its secret.

@@ -25,7 +25,9 @@ type Error struct {
 	RolledBack *api.RolledBack
 	// Missing, on a release refused for known-missing objects: their digests.
 	Missing []string
-	Err     error // the cause, logged but not sent
+	// CertLock, on a lock of the certificate storage held by another: that lock.
+	CertLock *api.CertLock
+	Err      error // the cause, logged but not sent
 	// RetryAfter, when set, is sent as Retry-After (whole seconds).
 	RetryAfter time.Duration
 }
@@ -107,7 +109,7 @@ func writeError(w http.ResponseWriter, log *slog.Logger, r *http.Request, err er
 	if e.Status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="controld"`)
 	}
-	writeJSON(w, e.Status, api.ErrorBody{Error: api.Error{Code: e.Code, Message: e.Message, Active: e.Active, RolledBack: e.RolledBack, Missing: e.Missing}})
+	writeJSON(w, e.Status, api.ErrorBody{Error: api.Error{Code: e.Code, Message: e.Message, Active: e.Active, RolledBack: e.RolledBack, Missing: e.Missing, Lock: e.CertLock}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

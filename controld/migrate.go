@@ -16,12 +16,12 @@ import (
 
 // Migrated counts what Migrate copied.
 type Migrated struct {
-	Repositories, Releases, History, Deleted, RolledBack, Missing, Tokens, Hooks, Deliveries int
+	Repositories, Releases, History, Deleted, RolledBack, Missing, Tokens, Hooks, Deliveries, CertFiles int
 }
 
 func (m Migrated) String() string {
-	return fmt.Sprintf("%d repositories, %d releases (%d deleted), %d history entries, %d rolled-back marks, %d known-missing objects, %d tokens, %d hooks (%d deliveries)",
-		m.Repositories, m.Releases, m.Deleted, m.History, m.RolledBack, m.Missing, m.Tokens, m.Hooks, m.Deliveries)
+	return fmt.Sprintf("%d repositories, %d releases (%d deleted), %d history entries, %d rolled-back marks, %d known-missing objects, %d tokens, %d hooks (%d deliveries), %d certificate storage files",
+		m.Repositories, m.Releases, m.Deleted, m.History, m.RolledBack, m.Missing, m.Tokens, m.Hooks, m.Deliveries, m.CertFiles)
 }
 
 // Migrate copies controld's state from a bbolt file (from is "bolt:PATH", PATH the
@@ -78,7 +78,7 @@ func Migrate(ctx context.Context, from, to string) (Migrated, error) {
 	if err := state.Verify(ctx, dst); err != nil {
 		return Migrated{}, fmt.Errorf("migrate: the copy in %s is inconsistent: %w", dst.String(), err)
 	}
-	m := Migrated{Repositories: len(c.Repositories), Tokens: len(c.Tokens), Hooks: len(c.Hooks), Deliveries: len(c.Deliveries)}
+	m := Migrated{Repositories: len(c.Repositories), Tokens: len(c.Tokens), Hooks: len(c.Hooks), Deliveries: len(c.Deliveries), CertFiles: len(c.CertFiles)}
 	for _, r := range c.Repositories {
 		m.Releases += len(r.Releases)
 		m.History += len(r.History)

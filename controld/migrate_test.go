@@ -72,6 +72,7 @@ func boltState(t *testing.T) (dir, secret string) {
 	must(err)
 	_, err = st.DeleteRelease(ctx, state.Deletion{Repository: "demo", ID: id("5"), By: "gc", At: t0.Add(100 * time.Hour)})
 	must(err)
+	must(st.PutCertFile(ctx, "certificates/acme/apt.demo.test/apt.demo.test.crt", []byte("-----BEGIN CERTIFICATE-----"), t0))
 	must(st.MarkMissing(ctx, "demo", []state.MissingObject{{SHA256: id("9"), Size: 7, Problem: state.ObjectMissing, FoundAt: t0, FoundBy: "ci"}}))
 	// The hook's first delivery was made, the second is leased to a process (the lease
 	// is not copied), the rest wait.
@@ -96,7 +97,7 @@ func TestMigrate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (controld.Migrated{Repositories: 2, Releases: 3, History: 5, Deleted: 2, RolledBack: 1, Missing: 1, Tokens: 2, Hooks: 1, Deliveries: 10}); m != want {
+	if want := (controld.Migrated{Repositories: 2, Releases: 3, History: 5, Deleted: 2, RolledBack: 1, Missing: 1, Tokens: 2, Hooks: 1, Deliveries: 10, CertFiles: 1}); m != want {
 		t.Errorf("migrated %v, want %v", m, want)
 	}
 

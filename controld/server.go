@@ -136,8 +136,15 @@ func (c *call) ctx() context.Context { return c.r.Context() }
 // handler is an API endpoint; it returns a typed error or nil after writing its answer.
 type handler func(c *call) error
 
-// route registers h for pattern behind authentication, the body limit and logging.
-func (s *Server) route(pattern string, h handler) {
+// route registers h for pattern behind authentication, the body limit and logging; a
+// change it makes wakes the routes feed and the webhooks.
+func (s *Server) route(pattern string, h handler) { s.routeWith(pattern, h, false) }
+
+// routeQuiet is route for requests that change nothing edges route by or hooks tell
+// of (the certificate storage): they wake nobody, and are logged at debug level.
+func (s *Server) routeQuiet(pattern string, h handler) { s.routeWith(pattern, h, true) }
+
+func (s *Server) routeWith(pattern string, h handler, quiet bool) {
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
@@ -149,11 +156,11 @@ func (s *Server) route(pattern string, h handler) {
 		}
 		if err != nil {
 			writeError(rec, s.log, r, err)
-		} else if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		} else if r.Method != http.MethodGet && r.Method != http.MethodHead && !quiet {
 			s.changes.broadcast()
 		}
 		level := slog.LevelDebug
-		if r.Method != http.MethodGet || rec.status >= 400 {
+		if r.Method != http.MethodGet && !quiet || rec.status >= 400 && rec.status != http.StatusConflict {
 			level = slog.LevelInfo
 		}
 		s.log.Log(r.Context(), level, "request", "method", r.Method, "path", r.URL.Path,
@@ -229,6 +236,12 @@ func (s *Server) register() {
 	s.route("POST /v1/hooks/{id}/ping", s.pingHook)
 	s.route("GET /v1/hooks/deliveries", s.hookDeliveries)
 	s.route("POST /v1/hooks/deliveries/{id}/redeliver", s.redeliver)
+	s.routeQuiet("GET /v1/certs/files/{key...}", s.getCertFile)
+	s.routeQuiet("PUT /v1/certs/files/{key...}", s.putCertFile)
+	s.routeQuiet("DELETE /v1/certs/files/{key...}", s.deleteCertFiles)
+	s.routeQuiet("GET /v1/certs/list", s.listCertFiles)
+	s.routeQuiet("POST /v1/certs/locks/{name...}", s.lockCert)
+	s.routeQuiet("DELETE /v1/certs/locks/{name...}", s.unlockCert)
 	s.route("/", func(c *call) error {
 		return &Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("no endpoint %s %s (see controld/API.md)", c.r.Method, c.r.URL.Path)}
 	})

@@ -1,225 +1,24 @@
 package edged
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/json"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/armor-apt/armor/internal/testkit/acmetest"
 	"github.com/armor-apt/armor/internal/testkit/apttest"
 	"github.com/armor-apt/armor/store"
 )
-
-// pebble is a real ACME CA (Debian's pebble) on loopback, resolving every hostname to
-// 127.0.0.1 through its DNS test server (pebble-challtestsrv), and validating on the
-// edge's own plain and HTTPS ports.
-type pebble struct {
-	dir    string // the ACME directory URL
-	mgmt   string // the management address (roots)
-	caFile string // pebble's own HTTPS certificate: acme_ca_root
-	client *http.Client
-	mu     sync.Mutex
-	log    bytes.Buffer
-}
-
-// startPebble runs pebble-challtestsrv and pebble until the test ends. httpPort and
-// tlsPort are where pebble validates HTTP-01 and TLS-ALPN-01.
-func startPebble(t *testing.T, httpPort, tlsPort int) *pebble {
-	t.Helper()
-	for _, tool := range []string{"pebble", "pebble-challtestsrv"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not found: run .ci/install-deps (Debian package pebble)", tool)
-		}
-	}
-	dir := t.TempDir()
-	p := &pebble{caFile: filepath.Join(dir, "cert.pem")}
-	pool := writeServerCert(t, p.caFile, filepath.Join(dir, "key.pem"))
-	p.client = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-
-	dns := freeUDPAddr(t)
-	dnsMgmt := freeAddr(t)
-	startLogged(t, p, "pebble-challtestsrv", nil, "-dns01", dns, "-management", dnsMgmt,
-		"-http01", "", "-https01", "", "-tlsalpn01", "", "-defaultIPv4", "127.0.0.1", "-defaultIPv6", "")
-	waitTCP(t, dnsMgmt)
-
-	listen, mgmt := freeAddr(t), freeAddr(t)
-	cfg, _ := json.Marshal(map[string]any{"pebble": map[string]any{
-		"listenAddress": listen, "managementListenAddress": mgmt,
-		"certificate": p.caFile, "privateKey": filepath.Join(dir, "key.pem"),
-		"httpPort": httpPort, "tlsPort": tlsPort, "ocspResponderURL": "",
-		"externalAccountBindingRequired": false,
-	}})
-	cfgFile := filepath.Join(dir, "pebble.json")
-	if err := os.WriteFile(cfgFile, cfg, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// No random validation delays, no rejected nonces, and every order validated anew.
-	env := []string{"PEBBLE_VA_NOSLEEP=1", "PEBBLE_WFE_NONCEREJECT=0", "PEBBLE_AUTHZREUSE=0"}
-	startLogged(t, p, "pebble", env, "-config", cfgFile, "-dnsserver", dns)
-	p.dir, p.mgmt = "https://"+listen+"/dir", mgmt
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		resp, err := p.client.Get("https://" + mgmt + "/roots/0")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pebble did not come up within 15s (%v):\n%s", err, p.output())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return p
-}
-
-// startLogged runs a command, its output into p's log, until the test ends.
-func startLogged(t *testing.T, p *pebble, name string, env []string, args ...string) {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	cmd.Env = append(os.Environ(), env...)
-	w := &lockedWriter{mu: &p.mu, w: &p.log}
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
-}
-
-func (p *pebble) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.String()
-}
-
-// requests counts the ACME requests pebble has served whose path starts with prefix
-// (pebble logs "GET /dir -> calling handler()" for each).
-func (p *pebble) requests(prefix string) int {
-	n := 0
-	for _, line := range strings.Split(p.output(), "\n") {
-		_, req, ok := strings.Cut(line, " /")
-		if ok && strings.HasSuffix(line, "-> calling handler()") && strings.HasPrefix("/"+req, prefix) {
-			n++
-		}
-	}
-	return n
-}
-
-// root returns the root that pebble issues under, as a pool and as PEM.
-func (p *pebble) root(t *testing.T) (*x509.CertPool, []byte) {
-	t.Helper()
-	resp, err := p.client.Get("https://" + p.mgmt + "/roots/0")
-	if err != nil {
-		t.Fatalf("pebble's root: %v", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	pool := x509.NewCertPool()
-	if err != nil || resp.StatusCode != 200 || !pool.AppendCertsFromPEM(b) {
-		t.Fatalf("pebble's root: status %d, %v:\n%s", resp.StatusCode, err, b)
-	}
-	return pool, b
-}
-
-// writeServerCert writes a self-signed certificate for 127.0.0.1 and localhost, and
-// returns a pool trusting it.
-func writeServerCert(t *testing.T, certFile, keyFile string) *x509.CertPool {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "pebble test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames:     []string{"localhost"},
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IsCA:         true, BasicConstraintsValid: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-	if err := os.WriteFile(certFile, certPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(certPEM)
-	return pool
-}
-
-// freeUDPAddr returns a loopback UDP address that was free a moment ago.
-func freeUDPAddr(t *testing.T) string {
-	t.Helper()
-	c, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	return c.LocalAddr().String()
-}
-
-func waitTCP(t *testing.T, addr string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nothing listens on %s after 10s", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func portOf(t *testing.T, addr string) int {
 	t.Helper()
@@ -236,7 +35,7 @@ func portOf(t *testing.T, addr string) int {
 type acmeSetup struct {
 	cfg   Config
 	ctl   *fakeControld
-	peb   *pebble
+	peb   *acmetest.Pebble
 	roots *x509.CertPool
 	rel   *rel
 	files map[string][]byte
@@ -256,9 +55,9 @@ func newACMESetup(t *testing.T, challenge string, tree map[string][]byte) *acmeS
 	s.cfg = testConfig(t, s.ctl)
 	s.cfg.Store = dir
 	s.cfg.Listen, s.cfg.AdminListen, s.cfg.TLSListen = freeAddr(t), freeAddr(t), freeAddr(t)
-	s.peb = startPebble(t, portOf(t, s.cfg.Listen), portOf(t, s.cfg.TLSListen))
-	s.roots, _ = s.peb.root(t)
-	s.cfg.ACMECA, s.cfg.ACMECARoot, s.cfg.ACMEChallenge = s.peb.dir, s.peb.caFile, challenge
+	s.peb = acmetest.Start(t, acmetest.Options{HTTPPort: portOf(t, s.cfg.Listen), TLSPort: portOf(t, s.cfg.TLSListen)})
+	s.roots, _ = s.peb.Root(t)
+	s.cfg.ACMECA, s.cfg.ACMECARoot, s.cfg.ACMEChallenge = s.peb.Dir, s.peb.CAFile, challenge
 	s.cfg.ACMEEmail = "ops@example.org"
 	return s
 }
@@ -356,19 +155,19 @@ func testACME(t *testing.T, challenge string) {
 	s := newACMESetup(t, challenge, aptTree("demo", 1))
 	stop := s.run(t)
 
-	asked := s.peb.requests("/")
+	asked := s.peb.Requests("/")
 	for _, name := range []string{hostB, "", "127.0.0.1"} {
 		if leaf, err := s.handshake(name); err == nil {
 			t.Fatalf("handshake with SNI %q (not routed) gave a certificate for %v", name, leaf.DNSNames)
 		}
 	}
-	if n := s.peb.requests("/"); n != asked {
-		t.Fatalf("handshakes naming unrouted hostnames made edged ask the CA %d times:\n%s", n-asked, s.peb.output())
+	if n := s.peb.Requests("/"); n != asked {
+		t.Fatalf("handshakes naming unrouted hostnames made edged ask the CA %d times:\n%s", n-asked, s.peb.Output())
 	}
 
 	resp, body, err := s.getTLS(hostA, "/dists/stable/InRelease")
 	if err != nil {
-		t.Fatalf("HTTPS GET InRelease at %s: %v\npebble:\n%s", hostA, err, s.peb.output())
+		t.Fatalf("HTTPS GET InRelease at %s: %v\npebble:\n%s", hostA, err, s.peb.Output())
 	}
 	wantStatus(t, "HTTPS InRelease", resp, body, 200)
 	if !bytes.Equal(body, s.rel.object("dists/stable/InRelease")) {
@@ -378,8 +177,8 @@ func testACME(t *testing.T, challenge string) {
 	if err := leaf.VerifyHostname(hostA); err != nil {
 		t.Fatalf("certificate served for %s: %v", hostA, err)
 	}
-	if n := s.peb.requests("/order-plz"); n != 1 {
-		t.Fatalf("%d orders for one hostname; want 1:\n%s", n, s.peb.output())
+	if n := s.peb.Requests("/order-plz"); n != 1 {
+		t.Fatalf("%d orders for one hostname; want 1:\n%s", n, s.peb.Output())
 	}
 	// Plain HTTP keeps serving beside HTTPS.
 	if status, b := getStatus(s.cfg.Listen, hostA, "/dists/stable/InRelease"); status != 200 || !bytes.Equal(b, body) {
@@ -405,7 +204,7 @@ func testACME(t *testing.T, challenge string) {
 	}
 
 	stop()
-	asked = s.peb.requests("/")
+	asked = s.peb.Requests("/")
 	s.run(t)
 	again, err := s.handshake(hostA)
 	if err != nil {
@@ -414,8 +213,8 @@ func testACME(t *testing.T, challenge string) {
 	if again.SerialNumber.Cmp(leaf.SerialNumber) != 0 {
 		t.Fatalf("after a restart the certificate has serial %x; want %x, the one kept in state_dir", again.SerialNumber, leaf.SerialNumber)
 	}
-	if n := s.peb.requests("/"); n != asked {
-		t.Fatalf("after a restart edged asked the CA %d times; want none:\n%s", n-asked, s.peb.output())
+	if n := s.peb.Requests("/"); n != asked {
+		t.Fatalf("after a restart edged asked the CA %d times; want none:\n%s", n-asked, s.peb.Output())
 	}
 
 	// The routes move hostA's repository to hostB: hostA's cached certificate is no
@@ -433,69 +232,18 @@ func testACME(t *testing.T, challenge string) {
 	}
 }
 
-// connectProxy is an HTTP proxy that tunnels every CONNECT to target, whatever host it
-// names, so apt reaches the edge's HTTPS listener for a hostname no DNS knows. It
-// returns its address and the hosts CONNECT asked for.
-func connectProxy(t *testing.T, target string) (string, func() []string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var asked []string
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				req, err := http.ReadRequest(br)
-				if err != nil || req.Method != http.MethodConnect {
-					io.WriteString(c, "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
-					return
-				}
-				mu.Lock()
-				asked = append(asked, req.Host)
-				mu.Unlock()
-				up, err := net.Dial("tcp", target)
-				if err != nil {
-					io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
-					return
-				}
-				defer up.Close()
-				io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
-				go func() {
-					io.Copy(up, br)
-					up.(*net.TCPConn).CloseWrite()
-				}()
-				io.Copy(c, up)
-			}()
-		}
-	}()
-	t.Cleanup(func() { ln.Close() })
-	return ln.Addr().String(), func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), asked...)
-	}
-}
-
 // TestACMERealApt: apt-get over HTTPS, trusting only pebble's root, updates from the
 // edge and downloads intact packages.
 func TestACMERealApt(t *testing.T) {
 	tree := aptRepo(t)
 	s := newACMESetup(t, "", tree)
 	s.run(t)
-	_, rootPEM := s.peb.root(t)
+	_, rootPEM := s.peb.Root(t)
 	caFile := filepath.Join(t.TempDir(), "pebble-root.pem")
 	if err := os.WriteFile(caFile, rootPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	proxy, asked := connectProxy(t, s.cfg.TLSListen)
+	proxy, asked := acmetest.ConnectProxy(t, s.cfg.TLSListen)
 	apt := apttest.New(t, apttest.Options{
 		Sources: []apttest.Source{{URI: "https://" + hostA + "/", Suites: []string{"stable"}, Components: []string{"main"}}},
 		Extra:   []string{"Acquire::https::Proxy=http://" + proxy, "Acquire::https::CaInfo=" + caFile},
@@ -525,7 +273,7 @@ func TestACMERealApt(t *testing.T) {
 	} else if hosts[0] != hostA+":443" {
 		t.Fatalf("apt CONNECTed to %q; want %s:443", hosts[0], hostA)
 	}
-	if n := s.peb.requests("/order-plz"); n != 1 {
+	if n := s.peb.Requests("/order-plz"); n != 1 {
 		t.Fatalf("%d orders; want 1", n)
 	}
 }

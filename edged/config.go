@@ -24,6 +24,12 @@ const (
 	ChallengeTLSALPN01 = "tls-alpn-01"
 )
 
+// The places acme_storage can name.
+const (
+	StorageLocal    = "local"
+	StorageControld = "controld"
+)
+
 // TokenEnv is the environment variable holding controld's read-only token when no
 // token_file is configured. The token never goes in the config file itself.
 const TokenEnv = "ARMOR_EDGE_TOKEN"
@@ -88,6 +94,22 @@ type Config struct {
 	// ACMECARoot is a PEM file of root certificates to trust for acme_ca's own HTTPS,
 	// for a private CA (such as pebble in tests); "" trusts the system's roots.
 	ACMECARoot string `toml:"acme_ca_root"`
+	// ACMEStorage is where certificates, their keys, the ACME account and the
+	// challenge tokens are kept: "local" (the default), under state_dir/acme, for an
+	// edge of its own; "controld", in controld's state database (a copy stays under
+	// state_dir/acme for when controld does not answer), shared by every edge whose
+	// token has the certs action on "*". Edges behind one name then hold one
+	// certificate per hostname, one of them orders and renews it while the others wait
+	// on its lock, and any of them answers the CA's challenge.
+	ACMEStorage string `toml:"acme_storage"`
+	// ACMELockTTL is how long a lock of the shared storage outlives its edge: the
+	// holder renews it every third of that while it lives, so an edge that dies while
+	// ordering holds the order back for at most this long (30s).
+	ACMELockTTL duration.Duration `toml:"acme_lock_ttl"`
+	// ACMERenewInterval is how often the certificates held are checked for renewal
+	// (10m, as Caddy's renew_interval): one that expires within a third of its lifetime,
+	// or within five intervals, is renewed.
+	ACMERenewInterval duration.Duration `toml:"acme_renew_interval"`
 	// ACMEChallenge limits validation to one challenge: "http-01" (the CA connects to
 	// port 80, the plain listener) or "tls-alpn-01" (port 443, the HTTPS listener).
 	// "" (the default) offers both.
@@ -111,16 +133,19 @@ type PollConfig struct {
 // Defaults returns the configuration used for every field left unset.
 func Defaults() Config {
 	return Config{
-		Listen:          "127.0.0.1:8080",
-		AdminListen:     "127.0.0.1:9090",
-		CacheSize:       512 * MiB,
-		StreamThreshold: 8 * MiB,
-		StateDir:        "/var/lib/armor/edged",
-		FetchTimeout:    duration.Duration(2 * time.Minute),
-		RequestTimeout:  duration.Duration(60 * time.Second),
-		ShutdownTimeout: duration.Duration(10 * time.Second),
-		ConnPoller:      "go",
-		ACMECA:          DefaultACMECA,
+		Listen:            "127.0.0.1:8080",
+		AdminListen:       "127.0.0.1:9090",
+		CacheSize:         512 * MiB,
+		StreamThreshold:   8 * MiB,
+		StateDir:          "/var/lib/armor/edged",
+		FetchTimeout:      duration.Duration(2 * time.Minute),
+		RequestTimeout:    duration.Duration(60 * time.Second),
+		ShutdownTimeout:   duration.Duration(10 * time.Second),
+		ConnPoller:        "go",
+		ACMECA:            DefaultACMECA,
+		ACMEStorage:       StorageLocal,
+		ACMELockTTL:       duration.Duration(30 * time.Second),
+		ACMERenewInterval: duration.Duration(10 * time.Minute),
 		Poll: PollConfig{
 			Wait:       duration.Duration(30 * time.Second),
 			BackoffMin: duration.Duration(500 * time.Millisecond),
@@ -164,6 +189,7 @@ func (c Config) withDefaults() Config {
 	set(&c.AdminListen, d.AdminListen)
 	set(&c.ConnPoller, d.ConnPoller)
 	set(&c.ACMECA, d.ACMECA)
+	set(&c.ACMEStorage, d.ACMEStorage)
 	if c.CacheSize == 0 {
 		c.CacheSize = d.CacheSize
 	}
@@ -174,6 +200,8 @@ func (c Config) withDefaults() Config {
 		{&c.FetchTimeout, &d.FetchTimeout},
 		{&c.RequestTimeout, &d.RequestTimeout},
 		{&c.ShutdownTimeout, &d.ShutdownTimeout},
+		{&c.ACMELockTTL, &d.ACMELockTTL},
+		{&c.ACMERenewInterval, &d.ACMERenewInterval},
 		{&c.Poll.Wait, &d.Poll.Wait},
 		{&c.Poll.BackoffMin, &d.Poll.BackoffMin},
 		{&c.Poll.BackoffMax, &d.Poll.BackoffMax},
@@ -242,6 +270,15 @@ func (c Config) validateTLS() error {
 		if err != nil || u.Scheme != "https" || u.Host == "" {
 			return fmt.Errorf("acme_ca: %q is not an https URL of an ACME directory", c.ACMECA)
 		}
+	}
+	if c.ACMEStorage != "" && c.ACMEStorage != StorageLocal && c.ACMEStorage != StorageControld {
+		return fmt.Errorf("acme_storage: %q is neither %q nor %q", c.ACMEStorage, StorageLocal, StorageControld)
+	}
+	if ttl := c.ACMELockTTL.D(); ttl != 0 && (ttl < 3*time.Second || ttl > time.Hour) {
+		return fmt.Errorf("acme_lock_ttl: %s is outside 3s..1h", ttl)
+	}
+	if ri := c.ACMERenewInterval.D(); ri < 0 {
+		return fmt.Errorf("acme_renew_interval: %s is negative", ri)
 	}
 	if c.ACMEChallenge != "" && c.ACMEChallenge != ChallengeHTTP01 && c.ACMEChallenge != ChallengeTLSALPN01 {
 		return fmt.Errorf("acme_challenge: %q is neither %q nor %q", c.ACMEChallenge, ChallengeHTTP01, ChallengeTLSALPN01)

@@ -30,9 +30,12 @@ import (
 // validates by HTTP-01, answered on the plain listener, or TLS-ALPN-01, answered on the
 // HTTPS listener itself: edged binds no port of its own for them.
 //
-// Certificates are per edge: several edges behind one DNS name each order their own, and
-// a CA's validation request may land on another edge than the one that ordered. That
-// edge fails it and the order is retried later.
+// With acme_storage = "local" certificates are per edge: several edges behind one DNS
+// name would each order their own, and a CA's validation request could land on another
+// edge than the one that ordered, which would fail it. With acme_storage = "controld"
+// (certstore.go) the edges share one storage and its locks: one certificate per
+// hostname, ordered and renewed by one edge, and any edge answers any challenge from the
+// tokens in the shared storage.
 
 // acmeSubdir is where certmagic keeps certificates, keys and the ACME account.
 const acmeSubdir = "acme"
@@ -47,6 +50,7 @@ var acmeChallengePrefix = []byte("/.well-known/acme-challenge/")
 type acmeTLS struct {
 	cache     *certmagic.Cache
 	magic     *certmagic.Config
+	shared    *sharedStorage // acme_storage = "controld"; nil for local
 	tlsConfig *tls.Config
 	challenge fasthttp.RequestHandler // answers HTTP-01 validation requests
 }
@@ -77,11 +81,20 @@ func (e *Edge) EnableACME(httpAddr, tlsAddr net.Addr) error {
 	a := &acmeTLS{}
 	nop := zap.NewNop()
 	a.cache = certmagic.NewCache(certmagic.CacheOptions{
-		GetConfigForCert: func(certmagic.Certificate) (*certmagic.Config, error) { return a.magic, nil },
-		Logger:           nop,
+		GetConfigForCert:   func(certmagic.Certificate) (*certmagic.Config, error) { return a.magic, nil },
+		RenewCheckInterval: e.cfg.ACMERenewInterval.D(),
+		Logger:             nop,
 	})
+	local := filepath.Join(e.cfg.StateDir, acmeSubdir)
+	var storage certmagic.Storage = &certmagic.FileStorage{Path: local}
+	if e.cfg.ACMEStorage == StorageControld {
+		if a.shared, err = newSharedStorage(e, local); err != nil {
+			return fmt.Errorf("enable ACME: %w", err)
+		}
+		storage = a.shared
+	}
 	a.magic = certmagic.New(a.cache, certmagic.Config{
-		Storage:  &certmagic.FileStorage{Path: filepath.Join(e.cfg.StateDir, acmeSubdir)},
+		Storage:  storage,
 		OnDemand: &certmagic.OnDemandConfig{DecisionFunc: e.routedName},
 		OnEvent:  e.acmeEvent,
 		Logger:   nop,
@@ -120,11 +133,16 @@ func (e *Edge) EnableACME(httpAddr, tlsAddr net.Addr) error {
 		}
 	}))
 	e.acme = a
-	e.logger.Info("certificates by ACME", "ca", e.cfg.ACMECA, "storage", filepath.Join(e.cfg.StateDir, acmeSubdir))
+	e.logger.Info("certificates by ACME", "ca", e.cfg.ACMECA, "storage", storage)
 	return nil
 }
 
-func (a *acmeTLS) stop() { a.cache.Stop() }
+func (a *acmeTLS) stop() {
+	a.cache.Stop()
+	if a.shared != nil {
+		a.shared.releaseAll()
+	}
+}
 
 // ServeTLS serves the public handler over HTTPS on ln, with the certificates of
 // EnableACME, until ctx is cancelled; it shuts down as Serve does. A handshake whose SNI

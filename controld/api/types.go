@@ -12,10 +12,11 @@ const (
 	ActionPush     = "push"     // record releases
 	ActionActivate = "activate" // activate and roll back
 	ActionAdmin    = "admin"    // create repositories, hostnames, keys, retention, tokens
+	// ActionCerts (certs.go): the edges' shared certificate storage, on "*" only.
 )
 
 // Actions lists every action, in a stable order.
-var Actions = []string{ActionRead, ActionPush, ActionActivate, ActionAdmin}
+var Actions = []string{ActionRead, ActionPush, ActionActivate, ActionAdmin, ActionCerts}
 
 // AllRepositories, as a token's only repository, scopes it to every repository,
 // including those created later.
@@ -237,6 +238,8 @@ type Error struct {
 	// Missing is set on a 422 that refuses a release because objects it lists are in
 	// the repository's known-missing set and still gone: their SHA-256s, sorted.
 	Missing []string `json:"missing,omitempty"`
+	// Lock is set on a 409 locked: the certificate storage lock in force (certs.go).
+	Lock *CertLock `json:"lock,omitempty"`
 }
 
 // ErrorBody is what every non-2xx answer carries: {"error": {...}}.

@@ -51,7 +51,9 @@ func attemptAt(t *testing.T, url string, cfg Config, prior int) finished {
 	t.Helper()
 	o := &outbox{hook: state.Hook{ID: "h", URL: url, Secret: "s"}, finished: make(chan finished, 1)}
 	o.pending = []state.Delivery{{ID: 1, Hook: "h", Event: state.Event{Type: state.EventPing, Hook: "h"}, Attempts: make([]state.Attempt, prior)}}
-	d := New(cfg, o, func(context.Context, state.Hook, state.Delivery) ([]byte, error) { return []byte(`{"event":"ping"}`), nil })
+	d := New(cfg, o, func(context.Context, state.Hook, state.Delivery) ([]byte, error) {
+		return []byte(`{"event":"ping"}`), nil
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { d.Run(ctx); close(done) }()

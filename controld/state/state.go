@@ -227,6 +227,7 @@ type Store interface {
 	RollbackMarks
 	MissingObjects // objects a store check found gone: missing.go
 	Hooks          // webhooks and their deliveries: hooks.go
+	CertStorage    // the edges' shared ACME storage and locks: certs.go
 
 	// Version returns the routes version.
 	Version(ctx context.Context) (uint64, error)

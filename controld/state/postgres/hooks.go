@@ -111,21 +111,23 @@ func (s *Store) AppendEvent(ctx context.Context, ev state.Event, at time.Time) (
 // deliveryColumns are what scanDelivery reads.
 const deliveryColumns = `id, state, next_at, lease_by, lease_until, lease_token, doc`
 
-// scanDelivery reads a row of deliveryColumns.
+// scanDelivery reads a row of deliveryColumns. next_at, to the microsecond, is for the
+// index; doc keeps it whole.
 func scanDelivery(row pgx.Row) (state.Delivery, error) {
 	var d state.Delivery
 	var id int64
+	var st string
+	var next time.Time
 	var by, token *string
 	var until *time.Time
 	var doc []byte
-	if err := row.Scan(&id, &d.State, &d.NextAt, &by, &until, &token, &doc); err != nil {
+	if err := row.Scan(&id, &st, &next, &by, &until, &token, &doc); err != nil {
 		return d, err
 	}
-	st, next := d.State, d.NextAt
 	if err := decode(doc, &d, fmt.Sprintf("delivery %d", id)); err != nil {
 		return d, err
 	}
-	d.ID, d.State, d.NextAt, d.Lease = uint64(id), st, next.UTC(), nil
+	d.ID, d.State, d.Lease = uint64(id), st, nil
 	if token != nil && by != nil && until != nil {
 		d.Lease = &state.Lease{By: *by, Until: until.UTC(), Token: *token}
 	}

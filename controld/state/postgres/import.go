@@ -19,6 +19,9 @@ type Contents struct {
 	Hooks        []state.Hook
 	// Deliveries are the hooks' deliveries, pending ones and the log, newest first.
 	Deliveries []state.Delivery
+	// CertFiles are the edges' shared certificate storage (locks are not copied: no
+	// edge of the old store holds one any more).
+	CertFiles []state.CertFile
 }
 
 // allDeliveries is more deliveries than any store keeps: ReadContents reads them all.
@@ -69,6 +72,17 @@ func ReadContents(ctx context.Context, st state.Store) (Contents, error) {
 	if c.Deliveries, err = st.Deliveries(ctx, state.DeliveryQuery{Limit: allDeliveries}); err != nil {
 		return Contents{}, fmt.Errorf("read hook deliveries: %w", err)
 	}
+	infos, err := st.CertFiles(ctx, "")
+	if err != nil {
+		return Contents{}, fmt.Errorf("read certificate storage: %w", err)
+	}
+	for _, i := range infos {
+		f, err := st.CertFile(ctx, i.Key)
+		if err != nil {
+			return Contents{}, fmt.Errorf("read certificate storage: %w", err)
+		}
+		c.CertFiles = append(c.CertFiles, f)
+	}
 	return c, nil
 }
 
@@ -100,6 +114,11 @@ func (s *Store) Import(ctx context.Context, c Contents) error {
 		}
 		if err := importHooks(ctx, tx, c); err != nil {
 			return err
+		}
+		for _, f := range c.CertFiles {
+			if _, err := tx.Exec(ctx, `INSERT INTO cert_files (key, value, modified) VALUES ($1, $2, $3)`, f.Key, f.Value, f.Modified); err != nil {
+				return fmt.Errorf("certificate storage key %s: %w", f.Key, err)
+			}
 		}
 		_, err := tx.Exec(ctx, `UPDATE armor_meta SET routes_version = greatest(routes_version, $1) WHERE id = 1`, int64(c.Version))
 		return err

@@ -88,6 +88,19 @@ CREATE TABLE hook_deliveries (
 CREATE INDEX hook_deliveries_due ON hook_deliveries (next_at, id) WHERE state = 'pending';
 CREATE INDEX hook_deliveries_hook ON hook_deliveries (hook, id);
 `,
+	// 4: the edges' shared certificate storage (state.CertStorage).
+	`
+CREATE TABLE cert_files (
+	key      text PRIMARY KEY COLLATE "C",
+	value    bytea NOT NULL,
+	modified timestamptz NOT NULL
+);
+CREATE TABLE cert_locks (
+	name   text PRIMARY KEY,
+	holder text NOT NULL,
+	until  timestamptz NOT NULL
+);
+`,
 }
 
 // SchemaVersion is the newest schema this binary knows.

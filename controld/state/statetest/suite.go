@@ -42,6 +42,8 @@ func Run(t *testing.T, open Open) {
 		{"hook events", testHookEvents},
 		{"hook claims", testHookClaims},
 		{"concurrent hook claims", testConcurrentClaims},
+		{"certificate files", testCertFiles},
+		{"certificate locks", testCertLocks},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

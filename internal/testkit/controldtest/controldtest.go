@@ -6,6 +6,7 @@ package controldtest
 import (
 	"net/http/httptest"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/armor-apt/armor/controld"
@@ -20,7 +21,11 @@ type Server struct {
 	URL    string
 	Secret string         // a token with every action on every repository
 	Client *client.Client // a client holding Secret
+	stop   func()
 }
+
+// Stop stops the server before the test ends: its clients then find nothing listening.
+func (s *Server) Stop() { s.stop() }
 
 // Start runs a controld over s until the test ends.
 func Start(t testing.TB, s store.Store) *Server {
@@ -40,10 +45,15 @@ func Start(t testing.TB, s store.Store) *Server {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		srv.Close()
-		hs.Close()
-		st.Close()
-	})
-	return &Server{URL: hs.URL, Secret: secret, Client: client.New(hs.URL, secret, hs.Client())}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			srv.Close()
+			hs.CloseClientConnections()
+			hs.Close()
+			st.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return &Server{URL: hs.URL, Secret: secret, Client: client.New(hs.URL, secret, hs.Client()), stop: stop}
 }
