@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,8 @@ type BuildCmd struct {
 	BuildFlags
 	Verify bool `help:"Rehash every input instead of trusting path, size and mtime."`
 	Resign bool `help:"Re-sign every Release even if nothing changed (refreshes Date and Valid-Until)."`
+	// VerifyReproducible rebuilds the new release as armor rebuild does.
+	VerifyReproducible bool `name:"verify-reproducible" help:"Then build the release again in a scratch directory from its parent and change, as a fresh runner would, and fail unless every file and the manifest match byte for byte."`
 }
 
 // Help says what a build starts from and what it changes.
@@ -44,7 +47,7 @@ type BuildFlags struct {
 
 // Run builds.
 func (c *BuildCmd) Run(g *Globals) error {
-	return build(g, c.BuildFlags, buildOptions{Verify: c.Verify, Resign: c.Resign})
+	return build(g, c.BuildFlags, buildOptions{Verify: c.Verify, Resign: c.Resign, Reproducible: c.VerifyReproducible})
 }
 
 // build runs a build with the flags and the change, and prints it.
@@ -61,6 +64,7 @@ func build(g *Globals, f BuildFlags, o buildOptions) error {
 
 type buildOptions struct {
 	Verify, Resign bool
+	Reproducible   bool // rebuild the release and compare (--verify-reproducible)
 	Progress       func(gen.Progress)
 	Now            func() time.Time
 
@@ -90,20 +94,26 @@ type buildResult struct {
 	// Changes lists the packages added, removed, upgraded or downgraded since the parent.
 	Changes []manifest.Change `json:"changes"`
 	Elapsed float64           `json:"elapsed_seconds"`
+	// Reproduced is what --verify-reproducible found.
+	Reproduced *rebuildReport `json:"reproduced,omitempty"`
 	// Check is what the installability check found, by suite checked.
 	Check      []checkReport `json:"check,omitempty"`
 	checkNotes []string
 	m          *manifest.Manifest
 }
 
-// buildDate is SOURCE_DATE_EPOCH when set, so builds are reproducible, else now.
-func buildDate(now func() time.Time) (time.Time, error) {
+// buildDate is SOURCE_DATE_EPOCH when set, else armor.toml's date (configDate), so
+// builds are reproducible, else now.
+func buildDate(now func() time.Time, configDate ...string) (time.Time, error) {
 	if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH=%q is not a Unix time in seconds", s)
 		}
 		return time.Unix(n, 0).UTC(), nil
+	}
+	if len(configDate) > 0 && configDate[0] != "" {
+		return config.ParseDate(configDate[0])
 	}
 	if now == nil {
 		now = time.Now
@@ -161,7 +171,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 		// The build loads the previous manifest while it lists the inputs.
 		opts.LoadPrevious = func() (*manifest.Manifest, error) { return loadPrevious(manifestPath) }
 	}
-	if opts.Date, err = buildDate(o.Now); err != nil {
+	if opts.Date, err = buildDate(o.Now, cfg.Date); err != nil {
 		return nil, err
 	}
 	opts.Verify, opts.Resign, opts.Progress = o.Verify, o.Resign, o.Progress
@@ -202,6 +212,19 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	}
 	if out.Changes == nil {
 		out.Changes = []manifest.Change{}
+	}
+	if o.Reproducible && !res.UpToDate {
+		if res.Parent != nil && res.Manifest.Parent != res.Parent.ID {
+			return nil, fmt.Errorf("--verify-reproducible: release %s takes the changes of release %s, built here and never recorded: push that first, or run armor rebuild with the parent's manifest", short(res.Manifest.ID), short(res.Parent.ID))
+		}
+		if out.Reproduced, err = rebuild(ctx, cfg, st, res.Manifest, res.Encoded, res.Parent); err != nil {
+			return nil, err
+		}
+		if !out.Reproduced.Matches {
+			var b strings.Builder
+			writeRebuild(&b, out.Reproduced)
+			return nil, fmt.Errorf("--verify-reproducible: %s", b.String())
+		}
 	}
 	return out, nil
 }
@@ -332,6 +355,10 @@ func printBuild(g *Globals, r *buildResult) error {
 	fmt.Fprintf(w, "  indexes rewritten: %d; suites signed: %d; files written: %d (%s)\n", s.IndexesWritten, s.SuitesSigned, s.FilesWritten, humanBytes(s.BytesWritten))
 	fmt.Fprintf(w, "  tree: %s\n  manifest: %s\n", r.Tree, r.Manifest)
 	printCheck(w, r.Check, r.checkNotes)
+	if r.Reproduced != nil {
+		fmt.Fprint(w, "  ")
+		writeRebuild(w, r.Reproduced)
+	}
 	return nil
 }
 

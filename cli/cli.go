@@ -42,6 +42,7 @@ type CLI struct {
 	Diff     DiffCmd     `cmd:"" help:"Compare two manifests or recorded releases: packages added, removed, upgraded, downgraded."`
 	Verify   VerifyCmd   `cmd:"" help:"Check a tree (directory or URL) the way apt does."`
 	Check    CheckCmd    `cmd:"" help:"Check that every binary package of the release can be installed (as dose-distcheck does)."`
+	Rebuild  RebuildCmd  `cmd:"" help:"Rebuild a release from its parent and change, and compare it byte for byte."`
 	Export   ExportCmd   `cmd:"" help:"Write a release's whole dists/ + pool/ tree from the store into a directory, for a static mirror."`
 	Releases ReleasesCmd `cmd:"" help:"List the releases controld recorded."`
 	Activate ActivateCmd `cmd:"" help:"Make a recorded release the active one."`

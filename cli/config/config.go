@@ -19,6 +19,10 @@ import (
 
 // File is armor.toml.
 type File struct {
+	// Date, when set, is the date of every build (RFC 3339, or Unix seconds), as
+	// SOURCE_DATE_EPOCH gives it, which wins over it: with the same inputs and key, a
+	// build then makes the same tree, signatures and manifest id anywhere.
+	Date       string     `toml:"date,omitempty"`
 	Repository Repository `toml:"repository"`
 	Suites     []Suite    `toml:"suite"`
 	Signing    Signing    `toml:"signing"`
@@ -248,6 +252,11 @@ func (f *File) validate() error {
 			return fmt.Errorf("repository.retention: %w", err)
 		}
 	}
+	if f.Date != "" {
+		if _, err := ParseDate(f.Date); err != nil {
+			return err
+		}
+	}
 	if len(f.Suites) == 0 {
 		return errors.New("no [[suite]] configured")
 	}
@@ -467,4 +476,16 @@ func (f *File) Token() (string, error) {
 		return strings.TrimSpace(string(data)), nil
 	}
 	return os.Getenv(f.Controld.TokenEnv), nil
+}
+
+// ParseDate reads a build date: RFC 3339 ("2026-01-01T00:00:00Z") or Unix seconds.
+func ParseDate(s string) (time.Time, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.Unix(n, 0).UTC(), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("date %q: use RFC 3339 (\"2026-01-01T00:00:00Z\") or Unix seconds", s)
+	}
+	return t.UTC().Truncate(time.Second), nil
 }
