@@ -180,6 +180,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	opts.Manifest = manifestPath
 	check := newGateRun(cfg)
 	opts.Gate = check.hook
+	defer check.wait()
 	res, err := gen.Build(ctx, opts)
 	if errors.Is(err, gen.ErrTooManyRemovals) {
 		return nil, fmt.Errorf("%w; nothing was written", err)
@@ -354,7 +355,7 @@ func printBuild(g *Globals, r *buildResult) error {
 	printChangeList(w, r.Changes)
 	fmt.Fprintf(w, "  indexes rewritten: %d; suites signed: %d; files written: %d (%s)\n", s.IndexesWritten, s.SuitesSigned, s.FilesWritten, humanBytes(s.BytesWritten))
 	fmt.Fprintf(w, "  tree: %s\n  manifest: %s\n", r.Tree, r.Manifest)
-	printCheck(w, r.Check, r.checkNotes)
+	printCheck(w, r.Check, r.checkNotes, "check: warning: ")
 	if r.Reproduced != nil {
 		fmt.Fprint(w, "  ")
 		writeRebuild(w, r.Reproduced)

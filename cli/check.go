@@ -17,7 +17,9 @@ import (
 
 // CheckCmd checks that every binary package of the built release can be installed.
 type CheckCmd struct {
-	Suite []string `help:"Suite codename(s) to check (default: every suite whose check is not off)."`
+	Suite    []string `help:"Suite codename(s) to check (default: every suite whose check is not off)."`
+	Packages []string `help:"Check these Packages files (plain, .gz or .xz) as one distribution instead of the release, as dose-distcheck does: a name none of them has is unmet. No armor.toml is read." type:"existingfile"`
+	Arch     string   `help:"The architecture to check with --packages." default:"amd64"`
 }
 
 // Help says what the check decides.
@@ -27,6 +29,9 @@ func (c *CheckCmd) Help() string {
 
 // Run checks.
 func (c *CheckCmd) Run(g *Globals) error {
+	if len(c.Packages) > 0 {
+		return c.files(g)
+	}
 	cfg, err := config.Load(g.Config)
 	if err != nil {
 		return err
@@ -64,7 +69,7 @@ func (c *CheckCmd) Run(g *Globals) error {
 		for _, r := range run.reports {
 			fmt.Fprintf(g.stdout, "%s: %d package checks, %d cannot be installed\n", r.Suite, r.Checked, len(r.Broken))
 		}
-		printCheck(g.stdout, run.reports, run.notes)
+		printCheck(g.stdout, run.reports, run.notes, "")
 	}
 	if broken > 0 {
 		return &exitError{exitFailure, fmt.Errorf("check: %d package checks fail in release %s", broken, short(m.ID))}
@@ -118,4 +123,42 @@ func treePackages(g *Globals, cfg *config.File, m *manifest.Manifest, s config.S
 	return slices.CompactFunc(out, func(a, b gate.Package) bool {
 		return a.Name == b.Name && a.Version == b.Version && a.Architecture == b.Architecture
 	}), nil
+}
+
+// files checks Packages files alone.
+func (c *CheckCmd) files(g *Globals) error {
+	var pkgs []gate.Package
+	for _, f := range c.Packages {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("check: %w", err)
+		}
+		plain, err := base.Decompress(f, data)
+		if err != nil {
+			return fmt.Errorf("check: %w", err)
+		}
+		more, err := gate.ReadPackages(plain, f)
+		if err != nil {
+			return fmt.Errorf("check: %w", err)
+		}
+		pkgs = append(pkgs, more...)
+	}
+	// The files are the whole distribution: nothing is taken as met from outside.
+	rep := gate.Check(&gate.Suite{Codename: c.Arch, Architectures: []string{c.Arch}, Release: pkgs, HasBase: true})
+	out := checkReport{Suite: strings.Join(c.Packages, " "), Policy: string(gate.Refuse), Checked: rep.Checked, Broken: []checkFinding{}, report: rep}
+	for _, f := range rep.Broken {
+		out.Broken = append(out.Broken, checkFinding{Package: f.Package.Name, Version: f.Package.Version, Architecture: f.Package.Architecture, In: f.Package.From, On: f.Architecture, Reasons: f.Reasons})
+	}
+	if g.JSON {
+		if err := printJSON(g.stdout, []checkReport{out}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(g.stdout, "%d package checks, %d cannot be installed\n", rep.Checked, len(rep.Broken))
+		printCheck(g.stdout, []checkReport{out}, nil, "")
+	}
+	if len(rep.Broken) > 0 {
+		return &exitError{exitFailure, fmt.Errorf("check: %d packages cannot be installed on %s", len(rep.Broken), c.Arch)}
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/armor-apt/armor/gate"
 	"github.com/armor-apt/armor/gate/base"
 	"github.com/armor-apt/armor/gen"
+	"github.com/armor-apt/armor/internal/atomicfile"
 	"github.com/armor-apt/armor/manifest"
 )
 
@@ -23,6 +25,8 @@ var ErrRefused = errors.New("the check refused the release")
 // it found, for the build's output.
 type gateRun struct {
 	cfg     *config.File
+	cache   string    // the file keeping the packages checked last, by digest
+	written chan bool // closed once the cache is written; nil before a write started
 	loader  *base.Loader
 	reports []checkReport
 	notes   []string // warnings about bases (a kept copy served)
@@ -49,15 +53,18 @@ type checkFinding struct {
 }
 
 func newGateRun(cfg *config.File) *gateRun {
-	g := &gateRun{cfg: cfg}
+	g := &gateRun{cfg: cfg, cache: filepath.Join(cfg.Resolve(cfg.Output.Cache), "gate-packages")}
 	g.loader = &base.Loader{Cache: filepath.Join(cfg.Resolve(cfg.Output.Cache), "base"), Warn: func(err error) { g.notes = append(g.notes, err.Error()) }}
 	return g
 }
 
 // hook is gen.Options.Gate.
 func (g *gateRun) hook(ctx context.Context, in *gen.GateInput) error {
-	parsed := map[string]*gate.Package{} // by .deb digest: parent and release share most
+	// By .deb digest: parent and release share most, and the last check kept them.
+	parsed := g.loadCache()
 	var refused []string
+	var checked []*gate.Package
+	defer func() { g.keep(checked) }()
 	for _, s := range g.cfg.Suites {
 		policy := gate.Policy(s.CheckPolicy())
 		if policy == gate.Off {
@@ -66,6 +73,9 @@ func (g *gateRun) hook(ctx context.Context, in *gen.GateInput) error {
 		rel, err := suitePackages(in.Packages, s.Codename, in.Stanza, parsed)
 		if err != nil {
 			return err
+		}
+		for i := range rel {
+			checked = append(checked, parsed[rel[i].SHA256])
 		}
 		var par []gate.Package
 		if in.Parent != nil {
@@ -89,6 +99,37 @@ func (g *gateRun) hook(ctx context.Context, in *gen.GateInput) error {
 			ErrRefused, len(refused), strings.Join(refused, "\n  "), g.cfg.Path)
 	}
 	return nil
+}
+
+// loadCache returns the packages the last check kept, by digest; none if it kept none
+// or they do not decode.
+func (g *gateRun) loadCache() map[string]*gate.Package {
+	if data, err := os.ReadFile(g.cache); err == nil {
+		if m, err := gate.DecodePackages(data); err == nil {
+			return m
+		}
+	}
+	return map[string]*gate.Package{}
+}
+
+// keep writes the packages checked to the cache, in the background: the build goes on,
+// and wait waits for it. A cache that cannot be written costs the next check time only.
+func (g *gateRun) keep(pkgs []*gate.Package) {
+	if len(pkgs) == 0 {
+		return
+	}
+	g.written = make(chan bool)
+	go func() {
+		defer close(g.written)
+		_ = atomicfile.WriteFileUnsynced(g.cache, gate.EncodePackages(pkgs), 0o644)
+	}()
+}
+
+// wait waits for the cache to be written.
+func (g *gateRun) wait() {
+	if g.written != nil {
+		<-g.written
+	}
 }
 
 // check checks one suite, with its bases.
@@ -160,13 +201,14 @@ func suitePackages(pkgs []manifest.Package, suite string, stanza func(*manifest.
 // printCheck prints what the check found that the build's output should say: packages
 // that cannot be installed (the refused ones were the build's error), names taken from
 // outside, and bases served from a kept copy.
-func printCheck(w io.Writer, reports []checkReport, notes []string) {
+// label heads each finding: "check: warning: " in a build's output.
+func printCheck(w io.Writer, reports []checkReport, notes []string, label string) {
 	for _, n := range notes {
 		fmt.Fprintf(w, "  check: warning: %s\n", n)
 	}
 	for _, r := range reports {
 		for _, f := range r.report.Broken {
-			fmt.Fprintf(w, "  check: warning: %s\n", strings.ReplaceAll(f.String(), "\n", "\n  "))
+			fmt.Fprintf(w, "  %s%s\n", label, strings.ReplaceAll(f.String(), "\n", "\n  "))
 		}
 		if len(r.External) > 0 {
 			var names []string

@@ -14,7 +14,7 @@ func (u *Universe) Conflicts(id int32) []int32 {
 	if u.done[id]&conflDone != 0 {
 		return u.confl[id]
 	}
-	p := &u.pkgs[id]
+	p := u.pkgs[id]
 	out := slices.Clone(u.own(id))
 	check := func(q int32) {
 		if q != id && !slices.Contains(out, q) && slices.Contains(u.own(q), id) {
@@ -47,7 +47,7 @@ func (u *Universe) own(id int32) []int32 {
 	if u.ownDone[id] {
 		return u.ownConfl[id]
 	}
-	p := &u.pkgs[id]
+	p := u.pkgs[id]
 	var out []int32
 	out = u.sameName(out, id)
 	for _, field := range [][]relation.Relation{p.Breaks, p.Conflicts} {
@@ -78,13 +78,13 @@ func (u *Universe) own(id int32) []int32 {
 // version (and whose Multi-Arch: foreign namesakes of other architectures stand in for
 // its own, as dose-distcheck reads them).
 func (u *Universe) sameName(out []int32, id int32) []int32 {
-	p := &u.pkgs[id]
+	p := u.pkgs[id]
 	arch := u.archOf(p)
 	for _, q := range u.byName[p.Name] {
 		if q == id {
 			continue
 		}
-		t := &u.pkgs[q]
+		t := u.pkgs[q]
 		switch {
 		case p.MultiArch != MASame:
 			out = append(out, q)
@@ -125,7 +125,7 @@ func (u *Universe) selfVirtual(out []int32, p *Package, c *relation.Relation) []
 			continue
 		}
 		for _, q := range u.byName[n] {
-			t := &u.pkgs[q]
+			t := u.pkgs[q]
 			if c.Arch != "" && c.Arch != "any" && u.archOf(t) != u.target(c, u.archOf(p)) && t.MultiArch != MAForeign {
 				continue
 			}

@@ -21,9 +21,9 @@ func (u *Universe) Explain(id int32) []string {
 	if lines := u.explainForced(id, dead); lines != nil {
 		return lines
 	}
-	p := &u.pkgs[id]
+	p := u.pkgs[id]
 	var deps []string
-	for _, field := range [][][]relation.Relation{p.PreDepends, p.Depends} {
+	for _, field := range p.depFields() {
 		for _, alts := range field {
 			if cands, ext := u.candidates(alts, u.archOf(p)); !ext && len(cands) > 1 {
 				deps = append(deps, relation.Alternatives(alts))
@@ -69,14 +69,14 @@ func (u *Universe) deadCone(id int32) map[int32]bool {
 // explainDead explains a package whose dependencies cannot be met: the first dependency
 // without a live candidate, and why each of its candidates is dead, to a small depth.
 func (u *Universe) explainDead(id int32, dead map[int32]bool, on map[int32]bool, depth int) []string {
-	p := &u.pkgs[id]
+	p := u.pkgs[id]
 	on[id] = true
 	defer delete(on, id)
 	indent := strings.Repeat("  ", depth)
 	for _, f := range []struct {
 		name string
 		rels [][]relation.Relation
-	}{{"Pre-Depends", p.PreDepends}, {"Depends", p.Depends}} {
+	}{{"Pre-Depends", p.depFields()[0]}, {"Depends", p.depFields()[1]}} {
 		for _, alts := range f.rels {
 			cands, ext := u.candidates(alts, u.archOf(p))
 			if ext || slices.ContainsFunc(cands, func(c int32) bool { return !dead[c] }) {
@@ -109,7 +109,7 @@ func (u *Universe) offers(alts []relation.Relation, arch string) string {
 			have = append(have, u.pkgs[id].Version+" ("+u.pkgs[id].Architecture+")")
 		}
 		for _, pv := range u.provided[r.Name] {
-			t := &u.pkgs[pv.pkg]
+			t := u.pkgs[pv.pkg]
 			what := "provided without a version (which meets no versioned relation) by " + t.ID()
 			if pv.versioned {
 				what = fmt.Sprintf("%s provided by %s", pv.ver, t.ID())
@@ -195,9 +195,9 @@ func (u *Universe) chain(via map[int32]int32, p int32) string {
 
 // depAlts returns the relations behind Depends(id), in its order.
 func (u *Universe) depAlts(id int32) [][]relation.Relation {
-	p := &u.pkgs[id]
+	p := u.pkgs[id]
 	var out [][]relation.Relation
-	for _, field := range [][][]relation.Relation{p.PreDepends, p.Depends} {
+	for _, field := range p.depFields() {
 		for _, alts := range field {
 			if _, ext := u.candidates(alts, u.archOf(p)); !ext {
 				out = append(out, alts)

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/armor-apt/armor/debian/relation"
 )
 
 // Policy says what a build does when a change leaves packages that cannot be installed.
@@ -90,7 +89,7 @@ func Check(s *Suite) *Report {
 		}
 		c := NewChecker(u)
 		var parent *Checker
-		var parentIDs map[string]int32
+		var parentIDs map[identityKey]int32
 		for _, id := range targets {
 			rep.Checked++
 			p := u.Package(id)
@@ -104,7 +103,7 @@ func Check(s *Suite) *Report {
 			if s.Parent != nil {
 				if parent == nil {
 					pu, pids := s.universe(s.Parent, arch, known)
-					parent, parentIDs = NewChecker(pu), map[string]int32{}
+					parent, parentIDs = NewChecker(pu), map[identityKey]int32{}
 					for _, id := range pids {
 						parentIDs[identity(pu.Package(id))] = id
 					}
@@ -119,26 +118,27 @@ func Check(s *Suite) *Report {
 	return rep
 }
 
-// identity names a package by what it is, its .deb included.
-func identity(p *Package) string {
-	return p.Name + " " + p.Version + " " + p.Architecture + " " + p.SHA256
+// identityKey names a package by what it is, its .deb included.
+type identityKey struct{ name, version, arch, sha string }
+
+func identity(p *Package) identityKey {
+	return identityKey{p.Name, p.Version, p.Architecture, p.SHA256}
 }
 
 // universe makes the universe of pkgs and the base for arch, and returns the ids of
 // pkgs' packages in it.
 func (s *Suite) universe(pkgs []Package, arch string, known map[string]bool) (*Universe, []int32) {
-	all := make([]Package, 0, len(pkgs)+len(s.Base[arch]))
-	for _, p := range pkgs {
-		if p.Architecture == arch || p.Architecture == "all" {
+	all := make([]*Package, 0, len(pkgs)+len(s.Base[arch]))
+	for i := range pkgs {
+		if p := &pkgs[i]; p.Architecture == arch || p.Architecture == "all" {
 			all = append(all, p)
 		}
 	}
 	n := len(all)
-	all = append(all, s.Base[arch]...)
-	for i := n; i < len(all); i++ {
-		all[i].base = true
+	for i := range s.Base[arch] {
+		all = append(all, &s.Base[arch][i])
 	}
-	u := NewUniverse(all, arch)
+	u := newUniverse(all, n, arch)
 	u.Elsewhere = func(name string) []string {
 		var out []string
 		for i := range pkgs {
@@ -151,13 +151,9 @@ func (s *Suite) universe(pkgs []Package, arch string, known map[string]bool) (*U
 	if !s.HasBase {
 		u.External = func(name string) bool { return !known[name] }
 	}
-	// The repository's packages come first; a base's duplicate of one was dropped.
-	var ids []int32
-	for i := range int32(u.Len()) {
-		if u.pkgs[i].base {
-			break
-		}
-		ids = append(ids, i)
+	ids := make([]int32, u.repo)
+	for i := range ids {
+		ids[i] = int32(i)
 	}
 	return u, ids
 }
@@ -176,7 +172,7 @@ func names(pkgs []Package) map[string]bool {
 
 // noteExternal records the names p's dependencies take from outside the suite.
 func noteExternal(ext map[string][]string, p *Package, known map[string]bool) {
-	for _, field := range [][][]relation.Relation{p.PreDepends, p.Depends} {
+	for _, field := range p.depFields() {
 		for _, alts := range field {
 			for _, r := range alts {
 				if !known[r.Name] {
@@ -195,11 +191,11 @@ func noteExternal(ext map[string][]string, p *Package, known map[string]bool) {
 // package never makes another uninstallable (no installation has to take it), unless it
 // is Essential, which binds every installation: then every package is affected.
 func affected(u *Universe, repo []int32, release, parent []Package) []int32 {
-	before := make(map[string]bool, len(parent))
+	before := make(map[identityKey]bool, len(parent))
 	for i := range parent {
 		before[identity(&parent[i])] = true
 	}
-	after := make(map[string]bool, len(release))
+	after := make(map[identityKey]bool, len(release))
 	for i := range release {
 		after[identity(&release[i])] = true
 	}
@@ -228,7 +224,7 @@ func affected(u *Universe, repo []int32, release, parent []Package) []int32 {
 	rdeps := map[string][]int32{}
 	for _, id := range repo {
 		p := u.Package(id)
-		for _, field := range [][][]relation.Relation{p.PreDepends, p.Depends} {
+		for _, field := range p.depFields() {
 			for _, alts := range field {
 				for _, r := range alts {
 					rdeps[r.Name] = append(rdeps[r.Name], id)

@@ -32,8 +32,21 @@ type Package struct {
 	// SHA256 is the .deb's digest, when the stanza names it.
 	SHA256 string
 
-	ver  version.Version
-	base bool // listed by a base repository, not the one checked
+	ver    version.Version
+	verSet bool // ver holds Version parsed
+	// lazy holds Pre-Depends and Depends as read from a cache, parsed on first use.
+	lazy *[2]string
+}
+
+// depFields returns Pre-Depends and Depends, parsing them if they were left as text; text
+// that no longer parses (a cache's, written by another version) gives none.
+func (p *Package) depFields() [2][][]relation.Relation {
+	if p.lazy != nil {
+		p.PreDepends, _ = relation.ParseDepends(p.lazy[0])
+		p.Depends, _ = relation.ParseDepends(p.lazy[1])
+		p.lazy = nil
+	}
+	return [2][][]relation.Relation{p.PreDepends, p.Depends}
 }
 
 // ID renders the package's identity as dose-distcheck and apt print it.
@@ -85,6 +98,7 @@ func ParseStanza(st []byte) (Package, error) {
 	if p.Name == "" || p.Version == "" || p.Architecture == "" {
 		return p, fmt.Errorf("stanza of package %q lacks Package, Version or Architecture", p.Name)
 	}
+	p.verSet = true
 	if p.ver, err = version.Parse(p.Version); err != nil {
 		return p, fmt.Errorf("package %s: version %q: %w", p.Name, p.Version, err)
 	}
@@ -170,4 +184,14 @@ func ReadPackages(data []byte, from string) ([]Package, error) {
 		line += bytes.Count(st, []byte("\n")) + 1
 	}
 	return out, nil
+}
+
+// parsedVersion returns Version parsed (once); a version that does not parse compares
+// as the empty version.
+func (p *Package) parsedVersion() version.Version {
+	if !p.verSet {
+		p.ver, _ = version.Parse(p.Version)
+		p.verSet = true
+	}
+	return p.ver
 }

@@ -18,7 +18,8 @@ type Universe struct {
 	Foreign []string
 	archs   []string // Native, then Foreign
 
-	pkgs     []Package
+	pkgs     []*Package
+	repo     int // the first repo packages are the repository's (see newUniverse)
 	byName   map[string][]int32   // real packages by name
 	provided map[string][]provide // providers by provided name
 	// conflicters lists, by name, the packages whose Conflicts or Breaks name it.
@@ -57,28 +58,39 @@ type provide struct {
 
 // NewUniverse makes the universe of the packages of the native architecture, of the
 // foreign ones and of "all" among pkgs; packages of other architectures are left out,
-// and a package listed twice (same name, version and architecture) counts once.
+// and a package listed twice (same name, version and architecture) counts once. The
+// universe keeps pointers into pkgs, which must not change while it is used.
 func NewUniverse(pkgs []Package, native string, foreign ...string) *Universe {
+	ptrs := make([]*Package, len(pkgs))
+	for i := range pkgs {
+		ptrs[i] = &pkgs[i]
+	}
+	return newUniverse(ptrs, len(ptrs), native, foreign...)
+}
+
+// newUniverse is NewUniverse of pointers; the first repo of them are the repository's,
+// the others a base's, and a base's duplicate of a repository package is the one left out.
+func newUniverse(pkgs []*Package, repo int, native string, foreign ...string) *Universe {
 	u := &Universe{
 		Native: native, Foreign: foreign, archs: append([]string{native}, foreign...),
-		byName: map[string][]int32{}, provided: map[string][]provide{}, conflicters: map[string][]int32{},
+		byName: make(map[string][]int32, len(pkgs)), provided: map[string][]provide{}, conflicters: map[string][]int32{},
 	}
-	type key struct{ name, version, arch string }
-	seen := make(map[key]bool, len(pkgs))
-	u.pkgs = make([]Package, 0, len(pkgs))
+	u.pkgs = make([]*Package, 0, len(pkgs))
 	essential := map[string]int{}
-	for i := range pkgs {
-		p := &pkgs[i]
+	for i, p := range pkgs {
+		if i == repo {
+			u.repo = len(u.pkgs)
+		}
 		if p.Architecture != "all" && !slices.Contains(u.archs, p.Architecture) {
 			continue
 		}
-		k := key{p.Name, p.Version, p.Architecture}
-		if seen[k] {
+		if slices.ContainsFunc(u.byName[p.Name], func(q int32) bool {
+			return u.pkgs[q].Version == p.Version && u.pkgs[q].Architecture == p.Architecture
+		}) {
 			continue
 		}
-		seen[k] = true
 		id := int32(len(u.pkgs))
-		u.pkgs = append(u.pkgs, *p)
+		u.pkgs = append(u.pkgs, p)
 		u.byName[p.Name] = append(u.byName[p.Name], id)
 		for _, pr := range p.Provides {
 			pv := provide{pkg: id}
@@ -104,6 +116,9 @@ func NewUniverse(pkgs []Package, native string, foreign ...string) *Universe {
 			u.essential[j] = append(u.essential[j], id)
 		}
 	}
+	if repo >= len(pkgs) {
+		u.repo = len(u.pkgs)
+	}
 	u.deps = make([][][]int32, len(u.pkgs))
 	u.confl = make([][]int32, len(u.pkgs))
 	u.done = make([]uint8, len(u.pkgs))
@@ -121,7 +136,7 @@ func appendOnce(s []int32, id int32) []int32 {
 func (u *Universe) Len() int { return len(u.pkgs) }
 
 // Package returns package id.
-func (u *Universe) Package(id int32) *Package { return &u.pkgs[id] }
+func (u *Universe) Package(id int32) *Package { return u.pkgs[id] }
 
 // Lookup returns the packages with the name, any version and architecture.
 func (u *Universe) Lookup(name string) []int32 { return u.byName[name] }
@@ -151,10 +166,10 @@ func (u *Universe) Depends(id int32) [][]int32 {
 	if u.done[id]&depsDone != 0 {
 		return u.deps[id]
 	}
-	p := &u.pkgs[id]
+	p := u.pkgs[id]
 	arch := u.archOf(p)
 	var out [][]int32
-	for _, field := range [][][]relation.Relation{p.PreDepends, p.Depends} {
+	for _, field := range p.depFields() {
 		for _, alts := range field {
 			cands, external := u.candidates(alts, arch)
 			if !external {
@@ -221,7 +236,7 @@ func (u *Universe) target(r *relation.Relation, arch string) string {
 func (u *Universe) matchReal(out []int32, r *relation.Relation, arch string) []int32 {
 	want := u.target(r, arch)
 	for _, id := range u.byName[r.Name] {
-		t := &u.pkgs[id]
+		t := u.pkgs[id]
 		switch {
 		case want == "" && u.DoseAny:
 			out = append(out, id)
@@ -235,7 +250,7 @@ func (u *Universe) matchReal(out []int32, r *relation.Relation, arch string) []i
 		default:
 			continue
 		}
-		if u.satisfies(t.ver, r) {
+		if u.satisfies(t.parsedVersion(), r) {
 			out = append(out, id)
 		}
 	}
@@ -250,7 +265,7 @@ func (u *Universe) matchReal(out []int32, r *relation.Relation, arch string) []i
 func (u *Universe) matchVirtual(out []int32, r *relation.Relation, arch string) []int32 {
 	want := u.target(r, arch)
 	for _, pv := range u.provided[r.Name] {
-		t := &u.pkgs[pv.pkg]
+		t := u.pkgs[pv.pkg]
 		if r.Op != relation.Any && (!pv.versioned || !u.satisfies(pv.ver, r)) {
 			continue
 		}

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/armor-apt/armor/cli/config"
+	"github.com/armor-apt/armor/gen"
+	"github.com/armor-apt/armor/manifest"
+)
+
+// benchRelease returns n packages of one suite shaped like a distribution (each depends
+// on up to four before it, some versioned, some alternatives; every 20th provides a
+// virtual name others depend on), with their stanzas by digest.
+func benchRelease(n int) ([]manifest.Package, map[string][]byte) {
+	r := rand.New(rand.NewPCG(1, 7))
+	pkgs := make([]manifest.Package, n)
+	stanzas := make(map[string][]byte, n)
+	for i := range n {
+		name := fmt.Sprintf("p%06d", i)
+		var b strings.Builder
+		fmt.Fprintf(&b, "Package: %s\nVersion: %d.%d-1\nArchitecture: amd64\n", name, 1+i%7, i%13)
+		var deps []string
+		for range r.IntN(5 * min(i, 1)) {
+			j := r.IntN(i)
+			d := fmt.Sprintf("p%06d", j)
+			switch r.IntN(6) {
+			case 0:
+				d += fmt.Sprintf(" (>= %d.0)", 1+j%7)
+			case 1:
+				d += fmt.Sprintf(" | p%06d", r.IntN(i))
+			case 2:
+				if j >= 20 {
+					d = fmt.Sprintf("virt%d", j/20)
+				}
+			}
+			deps = append(deps, d)
+		}
+		if len(deps) > 0 {
+			fmt.Fprintf(&b, "Depends: %s\n", strings.Join(deps, ", "))
+		}
+		if i%20 == 0 {
+			fmt.Fprintf(&b, "Provides: virt%d\n", i/20)
+		}
+		b.WriteString("Description: synthetic\n")
+		sum := fmt.Sprintf("%064x", i)
+		pkgs[i] = manifest.Package{Suite: "stable", Component: "main", Name: name, Version: fmt.Sprintf("%d.%d-1", 1+i%7, i%13), Architecture: "amd64", Path: "pool/main/p/" + name + ".deb", SHA256: sum}
+		stanzas[sum] = []byte(b.String())
+	}
+	return pkgs, stanzas
+}
+
+// BenchmarkCheckHookAddOne100k: the build's check of a release that adds one package to
+// 100,000, as armor build runs it after an earlier build kept the packages checked: the
+// cache read, the release's packages from it, the check, and the cache written again.
+func BenchmarkCheckHookAddOne100k(b *testing.B) {
+	dir := b.TempDir()
+	cfg := &config.File{Path: filepath.Join(dir, "armor.toml"), Output: config.Output{Cache: "cache"},
+		Suites: []config.Suite{{Codename: "stable", Components: []string{"main"}, Architectures: []string{"amd64"}, Check: "refuse"}}}
+	parentPkgs, stanzas := benchRelease(100_000)
+	parent := &manifest.Manifest{ID: "parent", Packages: parentPkgs}
+	sum := fmt.Sprintf("%064x", 1<<40)
+	stanzas[sum] = []byte("Package: new\nVersion: 1\nArchitecture: amd64\nDepends: p099999, p050000 | p000001, virt40\n")
+	release := append(parentPkgs[:len(parentPkgs):len(parentPkgs)], manifest.Package{Suite: "stable", Component: "main", Name: "new", Version: "1", Architecture: "amd64", Path: "pool/main/n/new.deb", SHA256: sum})
+	in := &gen.GateInput{Parent: parent, Packages: release, Stanza: func(p *manifest.Package) ([]byte, error) { return stanzas[p.SHA256], nil }}
+	// The build before kept its packages.
+	warm := newGateRun(cfg)
+	if err := warm.hook(context.Background(), &gen.GateInput{Packages: parentPkgs, Stanza: in.Stanza}); err != nil {
+		b.Fatal(err)
+	}
+	warm.wait()
+	b.ResetTimer()
+	for b.Loop() {
+		g := newGateRun(cfg)
+		if err := g.hook(context.Background(), in); err != nil {
+			b.Fatal(err)
+		}
+		g.wait()
+		if r := g.reports[0]; r.Checked != 1 || len(r.Broken) != 0 {
+			b.Fatalf("checked %d, broken %d", r.Checked, len(r.Broken))
+		}
+	}
+}
