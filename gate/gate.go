@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-
 )
 
 // Policy says what a build does when a change leaves packages that cannot be installed.

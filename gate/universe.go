@@ -19,7 +19,7 @@ type Universe struct {
 	archs   []string // Native, then Foreign
 
 	pkgs     []*Package
-	repo     int // the first repo packages are the repository's (see newUniverse)
+	repo     int                  // the first repo packages are the repository's (see newUniverse)
 	byName   map[string][]int32   // real packages by name
 	provided map[string][]provide // providers by provided name
 	// conflicters lists, by name, the packages whose Conflicts or Breaks name it.
