@@ -54,7 +54,7 @@ func (c *CheckCmd) Run(g *Globals) error {
 		if err != nil {
 			return err
 		}
-		rep, err := run.check(g.ctx, s, pkgs, nil, false)
+		rep, err := run.check(g.ctx, s, &gate.Suite{Codename: s.Codename, Architectures: s.Architectures, Release: pkgs})
 		if err != nil {
 			return err
 		}

@@ -65,25 +65,49 @@ func (g *gateRun) hook(ctx context.Context, in *gen.GateInput) error {
 	var refused []string
 	var checked []*gate.Package
 	defer func() { g.keep(checked) }()
+	var added, removed map[int]bool // indexes in the release's and the parent's packages
+	if in.Parent != nil {
+		added, removed = changeIndexes(in.Parent.Packages, in.Packages)
+	}
 	for _, s := range g.cfg.Suites {
 		policy := gate.Policy(s.CheckPolicy())
 		if policy == gate.Off {
 			continue
 		}
-		rel, err := suitePackages(in.Packages, s.Codename, in.Stanza, parsed)
+		rel, relIdx, err := suitePackages(in.Packages, s.Codename, in.Stanza, parsed)
 		if err != nil {
 			return err
 		}
 		for i := range rel {
 			checked = append(checked, parsed[rel[i].SHA256])
 		}
-		var par []gate.Package
+		gs := &gate.Suite{Codename: s.Codename, Architectures: s.Architectures, Release: rel}
 		if in.Parent != nil {
-			if par, err = suitePackages(in.Parent.Packages, s.Codename, in.Stanza, parsed); err != nil {
-				return err
+			gs.Added = []int{}
+			for k, i := range relIdx {
+				if added[i] {
+					gs.Added = append(gs.Added, k)
+				}
+			}
+			for i := range in.Parent.Packages {
+				if !removed[i] {
+					continue
+				}
+				gp, ok, err := gatePackage(&in.Parent.Packages[i], s.Codename, in.Stanza, parsed)
+				if err != nil {
+					return err
+				}
+				if ok {
+					gs.Removed = append(gs.Removed, gp)
+				}
+			}
+			// The parent's packages, only if a finding needs to know whether it had it.
+			gs.LoadParent = func() []gate.Package {
+				par, _, _ := suitePackages(in.Parent.Packages, s.Codename, in.Stanza, parsed)
+				return par
 			}
 		}
-		rep, err := g.check(ctx, s, rel, par, in.Parent != nil)
+		rep, err := g.check(ctx, s, gs)
 		if err != nil {
 			return err
 		}
@@ -132,15 +156,43 @@ func (g *gateRun) wait() {
 	}
 }
 
-// check checks one suite, with its bases.
-func (g *gateRun) check(ctx context.Context, s config.Suite, rel, par []gate.Package, change bool) (checkReport, error) {
-	gs := &gate.Suite{Codename: s.Codename, Architectures: s.Architectures, Release: rel, HasBase: len(s.Base) > 0}
-	if change {
-		gs.Parent = par
-		if gs.Parent == nil {
-			gs.Parent = []gate.Package{}
+// changeIndexes compares two package lists in canonical order and returns the indexes in
+// cur of the packages parent does not list as they are, and the indexes in parent of the
+// packages cur does not list.
+func changeIndexes(parent, cur []manifest.Package) (added, removed map[int]bool) {
+	added, removed = map[int]bool{}, map[int]bool{}
+	i, j := 0, 0
+	for i < len(parent) || j < len(cur) {
+		c := 0
+		switch {
+		case i == len(parent):
+			c = 1
+		case j == len(cur):
+			c = -1
+		default:
+			c = manifest.CompareKeys(&parent[i], &cur[j])
+		}
+		switch {
+		case c < 0:
+			removed[i] = true
+			i++
+		case c > 0:
+			added[j] = true
+			j++
+		default:
+			if parent[i].SHA256 != cur[j].SHA256 {
+				removed[i], added[j] = true, true
+			}
+			i++
+			j++
 		}
 	}
+	return added, removed
+}
+
+// check checks one suite, with its bases.
+func (g *gateRun) check(ctx context.Context, s config.Suite, gs *gate.Suite) (checkReport, error) {
+	gs.HasBase = len(s.Base) > 0
 	if gs.HasBase {
 		gs.Base = map[string][]gate.Package{}
 		for _, spec := range s.Base {
@@ -169,33 +221,46 @@ func (g *gateRun) check(ctx context.Context, s config.Suite, rel, par []gate.Pac
 }
 
 // suitePackages reads the binary packages of a suite (not the installer's .udeb) from
-// their stanzas.
-func suitePackages(pkgs []manifest.Package, suite string, stanza func(*manifest.Package) ([]byte, error), parsed map[string]*gate.Package) ([]gate.Package, error) {
-	var out []gate.Package
+// their stanzas, or from parsed (by digest), which keeps what it reads. It returns,
+// beside them, the index in pkgs of each.
+func suitePackages(pkgs []manifest.Package, suite string, stanza func(*manifest.Package) ([]byte, error), parsed map[string]*gate.Package) ([]gate.Package, []int, error) {
+	out := make([]gate.Package, 0, len(pkgs))
+	idx := make([]int, 0, len(pkgs))
 	for i := range pkgs {
-		p := &pkgs[i]
-		if p.Suite != suite || p.Architecture == "source" || strings.HasSuffix(p.Path, ".udeb") {
-			continue
+		gp, ok, err := gatePackage(&pkgs[i], suite, stanza, parsed)
+		if err != nil {
+			return nil, nil, err
 		}
-		gp := parsed[p.SHA256]
-		if gp == nil {
-			st, err := stanza(p)
-			if err != nil {
-				return nil, fmt.Errorf("check: %w", err)
-			}
-			pkg, err := gate.ParseStanza(st)
-			if err != nil {
-				return nil, fmt.Errorf("check: %s: %w", p.Path, err)
-			}
-			pkg.SHA256 = p.SHA256
-			gp = &pkg
-			parsed[p.SHA256] = gp
+		if ok {
+			out = append(out, gp)
+			idx = append(idx, i)
 		}
-		q := *gp
-		q.From = p.Suite + "/" + p.Component
-		out = append(out, q)
 	}
-	return out, nil
+	return out, idx, nil
+}
+
+// gatePackage returns p as the check reads it, if it is a binary package of the suite.
+func gatePackage(p *manifest.Package, suite string, stanza func(*manifest.Package) ([]byte, error), parsed map[string]*gate.Package) (gate.Package, bool, error) {
+	if p.Suite != suite || p.Architecture == "source" || strings.HasSuffix(p.Path, ".udeb") {
+		return gate.Package{}, false, nil
+	}
+	gp := parsed[p.SHA256]
+	if gp == nil {
+		st, err := stanza(p)
+		if err != nil {
+			return gate.Package{}, false, fmt.Errorf("check: %w", err)
+		}
+		pkg, err := gate.ParseStanza(st)
+		if err != nil {
+			return gate.Package{}, false, fmt.Errorf("check: %s: %w", p.Path, err)
+		}
+		pkg.SHA256 = p.SHA256
+		gp = &pkg
+		parsed[p.SHA256] = gp
+	}
+	q := *gp
+	q.From = p.Suite + "/" + p.Component
+	return q, true, nil
 }
 
 // printCheck prints what the check found that the build's output should say: packages

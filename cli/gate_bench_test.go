@@ -25,8 +25,12 @@ func benchRelease(n int) ([]manifest.Package, map[string][]byte) {
 		var b strings.Builder
 		fmt.Fprintf(&b, "Package: %s\nVersion: %d.%d-1\nArchitecture: amd64\n", name, 1+i%7, i%13)
 		var deps []string
-		for range r.IntN(5 * min(i, 1)) {
-			j := r.IntN(i)
+		n := 0
+		if i > 0 {
+			n = r.IntN(5)
+		}
+		for range n {
+			j := depTarget(r, i)
 			d := fmt.Sprintf("p%06d", j)
 			switch r.IntN(6) {
 			case 0:
@@ -84,4 +88,13 @@ func BenchmarkCheckHookAddOne100k(b *testing.B) {
 			b.Fatalf("checked %d, broken %d", r.Checked, len(r.Broken))
 		}
 	}
+}
+
+// depTarget is gate's synthRepo's: core libraries, and now and then a package just before.
+func depTarget(r *rand.Rand, i int) int {
+	const core = 2000
+	if i <= core || r.IntN(7) != 0 {
+		return r.IntN(min(i, core))
+	}
+	return i - 1 - r.IntN(min(i-core, 500))
 }

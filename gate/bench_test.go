@@ -8,10 +8,10 @@ import (
 )
 
 // synthRepo returns the Packages text of a repository of n packages shaped like a
-// distribution: each package depends on up to four of those before it (libraries
-// below applications), some with version constraints, some through alternatives or a
-// virtual name; one in fifty conflicts with another, one in twenty provides a virtual
-// name. Every package can be installed.
+// distribution: each package depends on up to four of those before it (see depTarget),
+// some with version constraints, some through alternatives or a virtual name; one in
+// fifty conflicts with another, one in twenty provides a virtual name. Every package can
+// be installed.
 func synthRepo(n int, seed uint64) string {
 	r := rand.New(rand.NewPCG(seed, 7))
 	var b strings.Builder
@@ -24,7 +24,7 @@ func synthRepo(n int, seed uint64) string {
 		if i > 0 {
 			var deps []string
 			for range r.IntN(5) {
-				j := r.IntN(i)
+				j := depTarget(r, i)
 				d := fmt.Sprintf("p%06d", j)
 				switch r.IntN(6) {
 				case 0:
@@ -65,7 +65,8 @@ func TestSynthRepoInstallable(t *testing.T) {
 }
 
 // BenchmarkCheckAddOne100k: the check of a build that adds one package to a
-// repository of 100,000 (parent and release given, as the build hands them over).
+// repository of 100,000 (parent, release and change given, as the build hands them
+// over): the universe of the release, and the one check.
 func BenchmarkCheckAddOne100k(b *testing.B) {
 	parent, err := ReadPackages([]byte(synthRepo(100_000, 1)), "stable/main")
 	if err != nil {
@@ -78,9 +79,23 @@ func BenchmarkCheckAddOne100k(b *testing.B) {
 	release := append(parent[:len(parent):len(parent)], add...)
 	b.ResetTimer()
 	for b.Loop() {
-		r := Check(&Suite{Codename: "stable", Architectures: []string{"amd64"}, Release: release, Parent: parent})
+		// As a build hands the change over: the index of the package added.
+		r := Check(&Suite{Codename: "stable", Architectures: []string{"amd64"}, Release: release, Parent: parent, Added: []int{len(release) - 1}, Removed: []Package{}})
 		if r.Checked != 1 || len(r.Broken) != 0 {
 			b.Fatalf("checked %d, broken %v", r.Checked, r.Broken)
 		}
 	}
+}
+
+// depTarget picks what package i depends on, as in a distribution: the first 2,000 are
+// the core libraries, which depend on one another; a later package depends on a core
+// library, or one time in seven on one of the 500 packages just before it. An
+// installation then holds a few hundred packages, up to the 2,000 of the core, as
+// Debian's do (bookworm's largest hold about 2,000).
+func depTarget(r *rand.Rand, i int) int {
+	const core = 2000
+	if i <= core || r.IntN(7) != 0 {
+		return r.IntN(min(i, core))
+	}
+	return i - 1 - r.IntN(min(i-core, 500))
 }

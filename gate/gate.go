@@ -2,6 +2,7 @@ package gate
 
 import (
 	"fmt"
+	"github.com/armor-apt/armor/debian/relation"
 	"slices"
 	"strings"
 )
@@ -32,6 +33,13 @@ type Suite struct {
 	// Release holds the suite's binary packages (every component and architecture);
 	// Parent the parent release's, nil for a check of the whole release.
 	Release, Parent []Package
+	// Added and Removed are the change from Parent to Release, when the caller knows it
+	// (a build does): the indexes in Release of the packages Parent lacks, and Parent's
+	// packages Release lacks. Parent is then read only to tell breakage it had already.
+	Added   []int
+	Removed []Package
+	// LoadParent, with Added, gives Parent when a finding needs it.
+	LoadParent func() []Package
 	// Base holds, by architecture, the packages of the base repositories the suite
 	// names. Without a base (HasBase false), a relation on a name that no package of the
 	// suite has or provides is taken as met from outside, and reported.
@@ -74,18 +82,10 @@ func (r *Report) New() []Finding {
 // added, and those that could depend on a package removed); without, every package.
 func Check(s *Suite) *Report {
 	rep := &Report{Suite: s.Codename, External: map[string][]string{}}
-	// The names the repository lists: a name the parent listed stays the repository's
-	// own, so that removing what others depend on is refused, not taken from outside.
-	known := names(s.Release)
-	for n := range names(s.Parent) {
-		known[n] = true
-	}
+	known := s.knownNames()
 	for _, arch := range s.Architectures {
-		u, repo := s.universe(s.Release, arch, known)
-		targets := repo
-		if s.Parent != nil {
-			targets = affected(u, repo, s.Release, s.Parent)
-		}
+		u, ids := s.universe(s.Release, arch, known)
+		targets := s.targets(u, ids)
 		c := NewChecker(u)
 		var parent *Checker
 		var parentIDs map[identityKey]int32
@@ -93,18 +93,23 @@ func Check(s *Suite) *Report {
 			rep.Checked++
 			p := u.Package(id)
 			if !s.HasBase {
-				noteExternal(rep.External, p, known)
+				noteExternal(rep.External, u, p, known)
 			}
 			if c.Installable(id) {
 				continue
 			}
 			f := Finding{Package: p, Architecture: arch, Reasons: u.Explain(id)}
-			if s.Parent != nil {
+			if s.Parent != nil || s.Added != nil {
 				if parent == nil {
+					if s.Parent == nil && s.LoadParent != nil {
+						s.Parent = s.LoadParent()
+					}
 					pu, pids := s.universe(s.Parent, arch, known)
 					parent, parentIDs = NewChecker(pu), map[identityKey]int32{}
 					for _, id := range pids {
-						parentIDs[identity(pu.Package(id))] = id
+						if id >= 0 {
+							parentIDs[identity(pu.Package(id))] = id
+						}
 					}
 				}
 				if pid, ok := parentIDs[identity(p)]; ok && !parent.Installable(pid) {
@@ -117,6 +122,82 @@ func Check(s *Suite) *Report {
 	return rep
 }
 
+// knownNames returns whether the repository lists a name: a package of the release has
+// or provides it, or one of the parent's did (a name the parent listed stays the
+// repository's own, so that removing what others depend on is refused, not taken from
+// outside). It is asked only of names a universe lacks, and remembers its answers.
+func (s *Suite) knownNames() func(string) bool {
+	gone := s.Removed
+	if s.Added == nil {
+		gone = s.Parent
+	}
+	memo := map[string]bool{}
+	lists := func(pkgs []Package, name string) bool {
+		for i := range pkgs {
+			if p := &pkgs[i]; p.Name == name || slices.ContainsFunc(p.Provides, func(r relation.Relation) bool { return r.Name == name }) {
+				return true
+			}
+		}
+		return false
+	}
+	return func(name string) bool {
+		k, ok := memo[name]
+		if !ok {
+			k = lists(s.Release, name) || lists(gone, name)
+			memo[name] = k
+		}
+		return k
+	}
+}
+
+// targets returns the ids of the packages to check: all of the repository's in u (ids:
+// the universe id of each package of Release, -1 for none), or those the change can
+// affect.
+func (s *Suite) targets(u *Universe, ids []int32) []int32 {
+	if s.Parent == nil && s.Added == nil {
+		out := make([]int32, 0, len(ids))
+		for _, id := range ids {
+			if id >= 0 {
+				out = append(out, id)
+			}
+		}
+		return dedupSorted(out)
+	}
+	added, removed := s.Added, s.Removed
+	if added == nil {
+		added, removed = diff(s.Release, s.Parent)
+	}
+	return affected(u, ids, s.Release, added, removed)
+}
+
+// dedupSorted sorts ids and drops repeats (a package listed in two components).
+func dedupSorted(ids []int32) []int32 {
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// diff returns the indexes in release of the packages parent lacks, and parent's
+// packages release lacks.
+func diff(release, parent []Package) (added []int, removed []Package) {
+	before := make(map[identityKey]bool, len(parent))
+	for i := range parent {
+		before[identity(&parent[i])] = true
+	}
+	after := make(map[identityKey]bool, len(release))
+	for i := range release {
+		after[identity(&release[i])] = true
+		if !before[identity(&release[i])] {
+			added = append(added, i)
+		}
+	}
+	for i := range parent {
+		if !after[identity(&parent[i])] {
+			removed = append(removed, parent[i])
+		}
+	}
+	return added, removed
+}
+
 // identityKey names a package by what it is, its .deb included.
 type identityKey struct{ name, version, arch, sha string }
 
@@ -124,9 +205,9 @@ func identity(p *Package) identityKey {
 	return identityKey{p.Name, p.Version, p.Architecture, p.SHA256}
 }
 
-// universe makes the universe of pkgs and the base for arch, and returns the ids of
-// pkgs' packages in it.
-func (s *Suite) universe(pkgs []Package, arch string, known map[string]bool) (*Universe, []int32) {
+// universe makes the universe of pkgs and the base for arch, and returns the universe id
+// of each of pkgs (-1 for one of another architecture).
+func (s *Suite) universe(pkgs []Package, arch string, known func(string) bool) (*Universe, []int32) {
 	all := make([]*Package, 0, len(pkgs)+len(s.Base[arch]))
 	for i := range pkgs {
 		if p := &pkgs[i]; p.Architecture == arch || p.Architecture == "all" {
@@ -148,33 +229,21 @@ func (s *Suite) universe(pkgs []Package, arch string, known map[string]bool) (*U
 		return out
 	}
 	if !s.HasBase {
-		u.External = func(name string) bool { return !known[name] }
+		u.External = func(name string) bool { return !known(name) }
 	}
-	ids := make([]int32, u.repo)
-	for i := range ids {
-		ids[i] = int32(i)
+	ids := make([]int32, len(pkgs))
+	for i := range pkgs {
+		ids[i] = u.idOf(&pkgs[i])
 	}
 	return u, ids
 }
 
-// names returns every name the packages have or provide.
-func names(pkgs []Package) map[string]bool {
-	out := make(map[string]bool, len(pkgs))
-	for i := range pkgs {
-		out[pkgs[i].Name] = true
-		for _, pr := range pkgs[i].Provides {
-			out[pr.Name] = true
-		}
-	}
-	return out
-}
-
 // noteExternal records the names p's dependencies take from outside the suite.
-func noteExternal(ext map[string][]string, p *Package, known map[string]bool) {
+func noteExternal(ext map[string][]string, u *Universe, p *Package, known func(string) bool) {
 	for _, field := range p.depFields() {
 		for _, alts := range field {
 			for _, r := range alts {
-				if !known[r.Name] {
+				if !u.Known(r.Name) && !known(r.Name) {
 					if l := ext[r.Name]; len(l) == 0 || l[len(l)-1] != p.ID() {
 						ext[r.Name] = append(l, p.ID())
 					}
@@ -184,46 +253,39 @@ func noteExternal(ext map[string][]string, p *Package, known map[string]bool) {
 	}
 }
 
-// affected returns the ids of repository packages (repo) a change from parent to
-// release can have made uninstallable: those added or changed, and those that depend,
+// affected returns the ids of repository packages a change can have made
+// uninstallable: those added (release indexes in added), and those that depend,
 // directly or through others, on a name a removed package had or provided. Adding a
 // package never makes another uninstallable (no installation has to take it), unless it
 // is Essential, which binds every installation: then every package is affected.
-func affected(u *Universe, repo []int32, release, parent []Package) []int32 {
-	before := make(map[identityKey]bool, len(parent))
-	for i := range parent {
-		before[identity(&parent[i])] = true
-	}
-	after := make(map[identityKey]bool, len(release))
-	for i := range release {
-		after[identity(&release[i])] = true
-	}
+func affected(u *Universe, ids []int32, release []Package, added []int, removed []Package) []int32 {
 	var out []int32
-	for _, id := range repo {
-		p := u.Package(id)
-		if !before[identity(p)] {
-			if p.Essential {
-				return repo
-			}
-			out = append(out, id)
+	for _, i := range added {
+		id := ids[i]
+		if id < 0 {
+			continue
 		}
+		if u.Package(id).Essential {
+			return dedupSorted(slices.DeleteFunc(slices.Clone(ids), func(id int32) bool { return id < 0 }))
+		}
+		out = append(out, id)
 	}
 	var gone []string // names removed packages had or provided
-	for i := range parent {
-		if p := &parent[i]; !after[identity(p)] {
-			gone = append(gone, p.Name)
-			for _, pr := range p.Provides {
-				gone = append(gone, pr.Name)
-			}
+	for i := range removed {
+		gone = append(gone, removed[i].Name)
+		for _, pr := range removed[i].Provides {
+			gone = append(gone, pr.Name)
 		}
 	}
 	if len(gone) == 0 {
-		return out
+		return dedupSorted(out)
 	}
 	rdeps := map[string][]int32{}
-	for _, id := range repo {
-		p := u.Package(id)
-		for _, field := range p.depFields() {
+	for _, id := range ids {
+		if id < 0 {
+			continue
+		}
+		for _, field := range u.Package(id).depFields() {
 			for _, alts := range field {
 				for _, r := range alts {
 					rdeps[r.Name] = append(rdeps[r.Name], id)
@@ -251,8 +313,7 @@ func affected(u *Universe, repo []int32, release, parent []Package) []int32 {
 			}
 		}
 	}
-	slices.Sort(out)
-	return out
+	return dedupSorted(out)
 }
 
 // String renders a finding for a person.

@@ -84,14 +84,15 @@ func newUniverse(pkgs []*Package, repo int, native string, foreign ...string) *U
 		if p.Architecture != "all" && !slices.Contains(u.archs, p.Architecture) {
 			continue
 		}
-		if slices.ContainsFunc(u.byName[p.Name], func(q int32) bool {
+		same := u.byName[p.Name]
+		if slices.ContainsFunc(same, func(q int32) bool {
 			return u.pkgs[q].Version == p.Version && u.pkgs[q].Architecture == p.Architecture
 		}) {
 			continue
 		}
 		id := int32(len(u.pkgs))
 		u.pkgs = append(u.pkgs, p)
-		u.byName[p.Name] = append(u.byName[p.Name], id)
+		u.byName[p.Name] = append(same, id)
 		for _, pr := range p.Provides {
 			pv := provide{pkg: id}
 			if pr.Op == relation.Equal {
@@ -130,6 +131,20 @@ func appendOnce(s []int32, id int32) []int32 {
 		return s
 	}
 	return append(s, id)
+}
+
+// idOf returns the id of a package of the repository part (see newUniverse), or -1 if
+// it is not in the universe (another architecture); a duplicate gets the id of the one kept.
+func (u *Universe) idOf(p *Package) int32 {
+	for _, id := range u.byName[p.Name] {
+		if int(id) >= u.repo {
+			break
+		}
+		if q := u.pkgs[id]; q == p || q.Version == p.Version && q.Architecture == p.Architecture {
+			return id
+		}
+	}
+	return -1
 }
 
 // Len is the number of packages.
