@@ -7,6 +7,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -191,7 +192,7 @@ func FuzzReleaseIDArg(f *testing.F) {
 	for _, s := range []string{"", "deadbeef", "DEADBEEF", "deadbee", strings.Repeat("a", 64), strings.Repeat("a", 65), "manifest.toml", "0123456789abcdefg"} {
 		f.Add(s)
 	}
-	ref := regexp.MustCompile(`^[0-9a-f]{8,64}$`)
+	ref := regexp.MustCompile(fmt.Sprintf(`^[0-9a-f]{%d,64}$`, minIDPrefix))
 	f.Fuzz(func(t *testing.T, s string) {
 		if got, want := releaseIDArg(s), ref.MatchString(s); got != want {
 			t.Errorf("releaseIDArg(%q) = %v, want %v", s, got, want)
