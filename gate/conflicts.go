@@ -21,7 +21,7 @@ func (u *Universe) Conflicts(id int32) []int32 {
 			out = append(out, q)
 		}
 	}
-	for _, q := range u.byName[p.Name] {
+	for _, q := range u.Lookup(p.Name) {
 		check(q)
 	}
 	for _, q := range u.conflicters[p.Name] {
@@ -57,7 +57,7 @@ func (u *Universe) own(id int32) []int32 {
 				out = u.selfVirtual(out, p, c)
 				continue
 			}
-			if p.MultiArch == MASame && c.Op != relation.Any && len(u.byName[c.Name]) == 0 {
+			if p.MultiArch == MASame && c.Op != relation.Any && len(u.Lookup(c.Name)) == 0 {
 				continue // dose drops a versioned conflict on a name no package has
 			}
 			for _, a := range u.archs {
@@ -80,7 +80,7 @@ func (u *Universe) own(id int32) []int32 {
 func (u *Universe) sameName(out []int32, id int32) []int32 {
 	p := u.pkgs[id]
 	arch := u.archOf(p)
-	for _, q := range u.byName[p.Name] {
+	for _, q := range u.Lookup(p.Name) {
 		if q == id {
 			continue
 		}
@@ -114,7 +114,7 @@ func selfConflict(p *Package, c *relation.Relation) bool {
 // (so that its instances of other architectures stay co-installable).
 func (u *Universe) selfVirtual(out []int32, p *Package, c *relation.Relation) []int32 {
 	names := []string{}
-	if len(u.byName[c.Name]) > 0 {
+	if len(u.Lookup(c.Name)) > 0 {
 		names = append(names, c.Name)
 	}
 	for _, pv := range u.provided[c.Name] {
@@ -124,7 +124,7 @@ func (u *Universe) selfVirtual(out []int32, p *Package, c *relation.Relation) []
 		if n == p.Name {
 			continue
 		}
-		for _, q := range u.byName[n] {
+		for _, q := range u.Lookup(n) {
 			t := u.pkgs[q]
 			if c.Arch != "" && c.Arch != "any" && u.archOf(t) != u.target(c, u.archOf(p)) && t.MultiArch != MAForeign {
 				continue

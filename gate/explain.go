@@ -105,7 +105,7 @@ func (u *Universe) offers(alts []relation.Relation, arch string) string {
 	var parts []string
 	for _, r := range alts {
 		var have []string
-		for _, id := range u.byName[r.Name] {
+		for _, id := range u.Lookup(r.Name) {
 			have = append(have, u.pkgs[id].Version+" ("+u.pkgs[id].Architecture+")")
 		}
 		for _, pv := range u.provided[r.Name] {

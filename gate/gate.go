@@ -232,8 +232,13 @@ func (s *Suite) universe(pkgs []Package, arch string, known func(string) bool) (
 		u.External = func(name string) bool { return !known(name) }
 	}
 	ids := make([]int32, len(pkgs))
+	next := int32(0)
 	for i := range pkgs {
-		ids[i] = u.idOf(&pkgs[i])
+		ids[i] = -1
+		if p := &pkgs[i]; p.Architecture == arch || p.Architecture == "all" {
+			ids[i] = next
+			next++
+		}
 	}
 	return u, ids
 }

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"slices"
+	"sort"
 
 	"github.com/armor-apt/armor/debian/relation"
 	"pault.ag/go/debian/version"
@@ -18,9 +19,15 @@ type Universe struct {
 	Foreign []string
 	archs   []string // Native, then Foreign
 
-	pkgs     []*Package
-	repo     int                  // the first repo packages are the repository's (see newUniverse)
-	byName   map[string][]int32   // real packages by name
+	pkgs []*Package
+	repo int // the first repo packages are the repository's (see newUniverse)
+	// Packages by name: through byName when the packages came in no order; else, the
+	// packages coming in runs sorted by name (a Packages index, a release's components),
+	// by a binary search in each run (runs), which spares building a map of every name
+	// for a check that looks up a few hundred.
+	byName   map[string][]int32
+	runs     []int32 // the start of each run, then len(pkgs)
+	memo     map[string][]int32
 	provided map[string][]provide // providers by provided name
 	// conflicters lists, by name, the packages whose Conflicts or Breaks name it.
 	conflicters map[string][]int32
@@ -57,9 +64,10 @@ type provide struct {
 }
 
 // NewUniverse makes the universe of the packages of the native architecture, of the
-// foreign ones and of "all" among pkgs; packages of other architectures are left out,
-// and a package listed twice (same name, version and architecture) counts once. The
-// universe keeps pointers into pkgs, which must not change while it is used.
+// foreign ones and of "all" among pkgs; packages of other architectures are left out. A
+// package listed twice (same name, version and architecture) is two packages alike,
+// which changes no verdict. The universe keeps pointers into pkgs, which must not change
+// while it is used.
 func NewUniverse(pkgs []Package, native string, foreign ...string) *Universe {
 	ptrs := make([]*Package, len(pkgs))
 	for i := range pkgs {
@@ -69,11 +77,11 @@ func NewUniverse(pkgs []Package, native string, foreign ...string) *Universe {
 }
 
 // newUniverse is NewUniverse of pointers; the first repo of them are the repository's,
-// the others a base's, and a base's duplicate of a repository package is the one left out.
+// the others a base's.
 func newUniverse(pkgs []*Package, repo int, native string, foreign ...string) *Universe {
 	u := &Universe{
 		Native: native, Foreign: foreign, archs: append([]string{native}, foreign...),
-		byName: make(map[string][]int32, len(pkgs)), provided: map[string][]provide{}, conflicters: map[string][]int32{},
+		provided: map[string][]provide{}, conflicters: map[string][]int32{}, memo: map[string][]int32{},
 	}
 	u.pkgs = make([]*Package, 0, len(pkgs))
 	essential := map[string]int{}
@@ -84,15 +92,11 @@ func newUniverse(pkgs []*Package, repo int, native string, foreign ...string) *U
 		if p.Architecture != "all" && !slices.Contains(u.archs, p.Architecture) {
 			continue
 		}
-		same := u.byName[p.Name]
-		if slices.ContainsFunc(same, func(q int32) bool {
-			return u.pkgs[q].Version == p.Version && u.pkgs[q].Architecture == p.Architecture
-		}) {
-			continue
-		}
 		id := int32(len(u.pkgs))
+		if id == 0 || p.Name < u.pkgs[id-1].Name {
+			u.runs = append(u.runs, id)
+		}
 		u.pkgs = append(u.pkgs, p)
-		u.byName[p.Name] = append(same, id)
 		for _, pr := range p.Provides {
 			pv := provide{pkg: id}
 			if pr.Op == relation.Equal {
@@ -120,10 +124,38 @@ func newUniverse(pkgs []*Package, repo int, native string, foreign ...string) *U
 	if repo >= len(pkgs) {
 		u.repo = len(u.pkgs)
 	}
+	u.runs = append(u.runs, int32(len(u.pkgs)))
+	if len(u.runs) > 65 {
+		// Too many runs to search each: a map of every name.
+		u.byName = make(map[string][]int32, len(u.pkgs))
+		for id, p := range u.pkgs {
+			u.byName[p.Name] = append(u.byName[p.Name], int32(id))
+		}
+	}
 	u.deps = make([][][]int32, len(u.pkgs))
 	u.confl = make([][]int32, len(u.pkgs))
 	u.done = make([]uint8, len(u.pkgs))
 	return u
+}
+
+// Lookup returns the packages with the name, any version and architecture.
+func (u *Universe) Lookup(name string) []int32 {
+	if u.byName != nil {
+		return u.byName[name]
+	}
+	if ids, ok := u.memo[name]; ok {
+		return ids
+	}
+	var ids []int32
+	for r := 0; r+1 < len(u.runs); r++ {
+		lo, hi := int(u.runs[r]), int(u.runs[r+1])
+		i := lo + sort.Search(hi-lo, func(k int) bool { return u.pkgs[lo+k].Name >= name })
+		for ; i < hi && u.pkgs[i].Name == name; i++ {
+			ids = append(ids, int32(i))
+		}
+	}
+	u.memo[name] = ids
+	return ids
 }
 
 func appendOnce(s []int32, id int32) []int32 {
@@ -133,32 +165,15 @@ func appendOnce(s []int32, id int32) []int32 {
 	return append(s, id)
 }
 
-// idOf returns the id of a package of the repository part (see newUniverse), or -1 if
-// it is not in the universe (another architecture); a duplicate gets the id of the one kept.
-func (u *Universe) idOf(p *Package) int32 {
-	for _, id := range u.byName[p.Name] {
-		if int(id) >= u.repo {
-			break
-		}
-		if q := u.pkgs[id]; q == p || q.Version == p.Version && q.Architecture == p.Architecture {
-			return id
-		}
-	}
-	return -1
-}
-
 // Len is the number of packages.
 func (u *Universe) Len() int { return len(u.pkgs) }
 
 // Package returns package id.
 func (u *Universe) Package(id int32) *Package { return u.pkgs[id] }
 
-// Lookup returns the packages with the name, any version and architecture.
-func (u *Universe) Lookup(name string) []int32 { return u.byName[name] }
-
 // Known reports whether a package of the universe has or provides the name.
 func (u *Universe) Known(name string) bool {
-	return len(u.byName[name]) > 0 || len(u.provided[name]) > 0
+	return len(u.Lookup(name)) > 0 || len(u.provided[name]) > 0
 }
 
 // Essential returns, for each name some package marks Essential: yes, the packages that
@@ -250,7 +265,7 @@ func (u *Universe) target(r *relation.Relation, arch string) string {
 // the differential test to show that this is the only difference.
 func (u *Universe) matchReal(out []int32, r *relation.Relation, arch string) []int32 {
 	want := u.target(r, arch)
-	for _, id := range u.byName[r.Name] {
+	for _, id := range u.Lookup(r.Name) {
 		t := u.pkgs[id]
 		switch {
 		case want == "" && u.DoseAny:
