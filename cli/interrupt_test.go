@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/internal/testkit/synth"
 	"github.com/armor-apt/armor/manifest"
 )
@@ -66,7 +67,19 @@ func TestBuildSIGTERM(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	// SIGTERM is sent once the build holds its cache lock, which it takes after armor has
+	// set up its signal handling: a fixed sleep raced the start of the process on a
+	// loaded machine, whose SIGTERM then killed it before armor could say anything.
+	lock := filepath.Join(dir, config.DefaultCache, "lock")
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(lock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("armor build did not take its lock %s within 60s\n%s", lock, stderr.String())
+		}
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
