@@ -190,16 +190,21 @@ func TestLocks(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.Database(t)
 	a, b := open(t, url), open(t, url)
-	short := func() context.Context {
-		c, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	// A lock that must be refused is asked for briefly; one that must be granted gets a
+	// long deadline, since a held lock would make it wait for ever anyway and a loaded
+	// machine (make test beside other work) may take more than a moment to grant it.
+	within := func(d time.Duration) context.Context {
+		c, cancel := context.WithTimeout(ctx, d)
 		t.Cleanup(cancel)
 		return c
 	}
+	short := func() context.Context { return within(300 * time.Millisecond) }
+	long := func() context.Context { return within(30 * time.Second) }
 	relA, err := a.HoldRecording(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	relB, err := b.HoldRecording(short())
+	relB, err := b.HoldRecording(long())
 	if err != nil {
 		t.Fatalf("a second recording waited for the first: %v", err)
 	}
@@ -208,7 +213,7 @@ func TestLocks(t *testing.T) {
 	}
 	relA()
 	relB()
-	del, err := b.HoldDeletion(short())
+	del, err := b.HoldDeletion(long())
 	if err != nil {
 		t.Fatalf("deletion after the recordings ended: %v", err)
 	}
@@ -216,7 +221,7 @@ func TestLocks(t *testing.T) {
 		t.Fatal("a recording was let in during a deletion")
 	}
 	del()
-	if rel, err := a.HoldRecording(short()); err != nil {
+	if rel, err := a.HoldRecording(long()); err != nil {
 		t.Fatalf("recording after the deletion: %v", err)
 	} else {
 		rel()
