@@ -55,6 +55,7 @@ type CLI struct {
 	Hooks    HooksCmd    `cmd:"" help:"Add, list and remove webhooks (signed POSTs on record, activate, rollback, gc and key events); read their delivery log."`
 	Controld ControldCmd `cmd:"" help:"Run the control daemon."`
 	Edged    EdgedCmd    `cmd:"" help:"Run the edge server."`
+	CDN      CDNCmd      `cmd:"" name:"cdn" help:"Keep a CDN in front of the edges in step: armor cdn purger."`
 	Version  VersionCmd  `cmd:"" help:"Print the version."`
 }
 

@@ -90,6 +90,11 @@ var rules = []rule{
 		why:  "the wire types are a leaf that controld, its client and edged all share",
 	},
 	{
+		from: []string{"cdn/..."},
+		deny: []string{"controld", "controld/state/...", "controld/hooks", "controld/client", "edged/...", "gen/...", "publish/...", "store/..."},
+		why:  "the CDN purger meets controld in its webhooks and the edges in /readyz: of them it imports only controld's wire types",
+	},
+	{
 		from:   []string{"..."},
 		except: []string{"cli/armor", "cli/..."},
 		deny:   []string{"cli/..."},

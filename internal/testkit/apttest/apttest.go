@@ -219,6 +219,10 @@ func (a *Apt) Update(t testing.TB) string {
 	return out
 }
 
+// Problems returns the lines of apt-get update output that show a problem, as Update
+// judges them, for a caller that runs apt-get itself (many times, concurrently).
+func (a *Apt) Problems(out string) []string { return updateProblems(out, a.trusted) }
+
 // updateProblems returns the lines of apt-get update output that show a problem.
 func updateProblems(out string, trusted bool) []string {
 	var bad []string
