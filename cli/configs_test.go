@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -85,6 +86,8 @@ func loadTemplates(t *testing.T) templates {
 			// TestCIRecipes runs their armor commands as a runner would.
 		case strings.HasSuffix(name, ".sh") && filepath.Base(filepath.Dir(p)) == "demo":
 			// The demo's scripts run in make demo-check; their comments in TestDocCommands.
+		case filepath.Base(filepath.Dir(p)) == "cdn":
+			err = checkCDN(p)
 		default:
 			t.Errorf("%s: no check reads this file; add one to loadTemplates", p)
 		}
@@ -552,4 +555,32 @@ func sameDatabase(a, b string) bool {
 	}
 	x, y := ca.ConnConfig, cb.ConnConfig
 	return x.Host == y.Host && x.Port == y.Port && x.Database == y.Database && x.User == y.User
+}
+
+// checkCDN checks a file of configs/cdn/: varnish.vcl runs as shipped in TestCDN; the
+// VCL for Fastly must keep the rules varnish.vcl has (the immutable paths, the retry on
+// another edge, one cache key per path); the documents' commands are TestDocCommands'.
+func checkCDN(p string) error {
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	var want []string
+	switch filepath.Base(p) {
+	case "varnish.vcl":
+		want = []string{"# BEGIN BACKENDS", "# END BACKENDS", `"/(by-hash|pool)/"`, "return (purge)", "immutable"}
+	case "fastly.vcl":
+		want = []string{"#FASTLY recv", "#FASTLY fetch", `"/(by-hash|pool)/"`, "querystring.remove", "immutable", "restart"}
+	case "README.md", "cloudflare.md":
+		want = []string{"max-age=31536000, immutable", "max-age=60", "no-store"}
+	default:
+		return errors.New("no check reads this file of configs/cdn; add one to checkCDN")
+	}
+	for _, w := range want {
+		if !strings.Contains(s, w) {
+			return fmt.Errorf("lacks %q", w)
+		}
+	}
+	return nil
 }
