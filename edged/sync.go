@@ -151,28 +151,9 @@ func (e *Edge) apply(ctx context.Context, r *api.Routes, seen time.Time, save, w
 	e.applyMu.Lock()
 	defer e.applyMu.Unlock()
 	now := time.Now()
-	needed := map[string]bool{}
-	for _, s := range r.Sites {
-		if s.Active == nil {
-			continue
-		}
-		if err := e.need(ctx, s.Repository, s.Active.ID, s.Active.Manifest, needed); err != nil {
-			return err
-		}
-		for _, x := range s.Retained {
-			if !x.Until.After(now) {
-				continue
-			}
-			err := e.need(ctx, s.Repository, x.ID, x.Manifest, needed)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				// Its objects may be collected too; serve what is left without it.
-				e.logger.Warn("retained release's manifest is not in the store; its by-hash and pool paths are not served",
-					"repository", s.Repository, "release", x.ID, "err", err)
-			case err != nil:
-				return err
-			}
-		}
+	needed, err := e.loadNeeded(ctx, r, now)
+	if err != nil {
+		return err
 	}
 	old := map[string]*routeMap{}
 	oldPages := map[string]*pageSite{}
@@ -253,6 +234,35 @@ func (e *Edge) apply(ctx context.Context, r *api.Routes, seen time.Time, save, w
 	}
 	e.logger.Info("routes applied", "version", r.Version, "sites", len(next.sites), "new_releases", len(fresh))
 	return nil
+}
+
+// loadNeeded loads the manifest of every release r serves: each site's active release
+// and its retained releases still within their time. It returns the manifests' digests.
+func (e *Edge) loadNeeded(ctx context.Context, r *api.Routes, now time.Time) (map[string]bool, error) {
+	needed := map[string]bool{}
+	for _, s := range r.Sites {
+		if s.Active == nil {
+			continue
+		}
+		if err := e.need(ctx, s.Repository, s.Active.ID, s.Active.Manifest, needed); err != nil {
+			return nil, err
+		}
+		for _, x := range s.Retained {
+			if !x.Until.After(now) {
+				continue
+			}
+			err := e.need(ctx, s.Repository, x.ID, x.Manifest, needed)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				// Its objects may be collected too; serve what is left without it.
+				e.logger.Warn("retained release's manifest is not in the store; its by-hash and pool paths are not served",
+					"repository", s.Repository, "release", x.ID, "err", err)
+			case err != nil:
+				return nil, err
+			}
+		}
+	}
+	return needed, nil
 }
 
 // previousDates is where a repository's new routing map carries its dates from: its

@@ -225,7 +225,44 @@ var (
 )
 
 func (f *File) validate() error {
-	r := &f.Repository
+	if err := f.Repository.validate(); err != nil {
+		return err
+	}
+	if f.Date != "" {
+		if _, err := ParseDate(f.Date); err != nil {
+			return err
+		}
+	}
+	if len(f.Suites) == 0 {
+		return errors.New("no [[suite]] configured")
+	}
+	for i := range f.Suites {
+		if err := f.validateSuite(i); err != nil {
+			return err
+		}
+	}
+	if f.Signing.PassphraseEnv != "" && f.Signing.PassphraseFile != "" {
+		return errors.New("signing: set either passphrase_env or passphrase_file, not both")
+	}
+	switch strings.ToUpper(f.Signing.Digest) {
+	case "SHA256", "SHA512":
+	default:
+		return fmt.Errorf("signing.digest %q: use SHA256 or SHA512", f.Signing.Digest)
+	}
+	if err := f.checkTree(); err != nil {
+		return err
+	}
+	if f.Store.Remote != "" && f.Store.S3 != nil {
+		return errors.New("store: set either remote or [store.s3], not both")
+	}
+	if f.Store.S3 != nil && f.Store.S3.Bucket == "" {
+		return errors.New("store.s3.bucket is empty")
+	}
+	return nil
+}
+
+// validate checks the [repository] table and normalises its hostnames in place.
+func (r *Repository) validate() error {
 	if !nameRE.MatchString(r.Name) {
 		return fmt.Errorf("repository.name %q: use lowercase letters, digits, '.', '_' or '-'", r.Name)
 	}
@@ -252,105 +289,83 @@ func (f *File) validate() error {
 			return fmt.Errorf("repository.retention: %w", err)
 		}
 	}
-	if f.Date != "" {
-		if _, err := ParseDate(f.Date); err != nil {
-			return err
+	return nil
+}
+
+// validateSuite checks the i-th [[suite]] against itself and against the suites
+// before it.
+func (f *File) validateSuite(i int) error {
+	s := f.Suites[i]
+	where := fmt.Sprintf("suite %d (%s)", i+1, s.Codename)
+	if !nameRE.MatchString(s.Codename) {
+		return fmt.Errorf("%s: codename %q: use lowercase letters, digits, '.', '_' or '-'", where, s.Codename)
+	}
+	if slices.ContainsFunc(f.Suites[:i], func(o Suite) bool { return o.Codename == s.Codename }) {
+		return fmt.Errorf("%s: codename %q is configured twice", where, s.Codename)
+	}
+	if !lineRE.MatchString(s.Description) {
+		// A line break would end the Release file's field, or its paragraph.
+		return fmt.Errorf("%s: description must be a single line", where)
+	}
+	if !nameRE.MatchString(s.Suite) {
+		return fmt.Errorf("%s: suite %q: use lowercase letters, digits, '.', '_' or '-'", where, s.Suite)
+	}
+	// dists/<suite> is published too: it must name this suite only.
+	for j, o := range f.Suites {
+		if j != i && (o.Codename == s.Suite || (o.Suite == s.Suite && j < i)) {
+			return fmt.Errorf("%s: suite %q is also the name of suite %d (%s): each name publishes dists/<name>/", where, s.Suite, j+1, o.Codename)
 		}
 	}
-	if len(f.Suites) == 0 {
-		return errors.New("no [[suite]] configured")
+	if s.ButAutomaticUpgrades && !s.NotAutomatic {
+		return fmt.Errorf("%s: but_automatic_upgrades needs not_automatic = true", where)
 	}
-	codenames := map[string]bool{}
-	for i, s := range f.Suites {
-		where := fmt.Sprintf("suite %d (%s)", i+1, s.Codename)
-		if !nameRE.MatchString(s.Codename) {
-			return fmt.Errorf("%s: codename %q: use lowercase letters, digits, '.', '_' or '-'", where, s.Codename)
-		}
-		if codenames[s.Codename] {
-			return fmt.Errorf("%s: codename %q is configured twice", where, s.Codename)
-		}
-		if !lineRE.MatchString(s.Description) {
-			// A line break would end the Release file's field, or its paragraph.
-			return fmt.Errorf("%s: description must be a single line", where)
-		}
-		codenames[s.Codename] = true
-		if !nameRE.MatchString(s.Suite) {
-			return fmt.Errorf("%s: suite %q: use lowercase letters, digits, '.', '_' or '-'", where, s.Suite)
-		}
-		// dists/<suite> is published too: it must name this suite only.
-		for j, o := range f.Suites {
-			if j != i && (o.Codename == s.Suite || (o.Suite == s.Suite && j < i)) {
-				return fmt.Errorf("%s: suite %q is also the name of suite %d (%s): each name publishes dists/<name>/", where, s.Suite, j+1, o.Codename)
-			}
-		}
-		if s.ButAutomaticUpgrades && !s.NotAutomatic {
-			return fmt.Errorf("%s: but_automatic_upgrades needs not_automatic = true", where)
-		}
-		if len(s.Components) == 0 {
-			return fmt.Errorf("%s: components is empty", where)
-		}
-		for _, c := range s.Components {
-			// Debian allows components such as "updates/main": each part must be a name.
-			for _, seg := range strings.Split(c, "/") {
-				if !nameRE.MatchString(seg) {
-					return fmt.Errorf("%s: component %q is not a valid name", where, c)
-				}
-			}
-		}
-		if len(s.Architectures) == 0 {
-			return fmt.Errorf("%s: architectures is empty", where)
-		}
-		for _, a := range s.Architectures {
-			if !archRE.MatchString(a) || a == "all" || a == "source" {
-				return fmt.Errorf("%s: architecture %q is not a binary architecture", where, a)
-			}
-		}
-		for comp := range s.Inputs {
-			if !slices.Contains(s.Components, comp) {
-				return fmt.Errorf("%s: inputs.%s: component %q is not in components %v", where, comp, comp, s.Components)
-			}
-		}
-		if _, err := s.RemovalShare(); err != nil {
-			return fmt.Errorf("%s: %w", where, err)
-		}
-		if s.MaxRemovals != "" && !s.Sync {
-			return fmt.Errorf("%s: max_removals applies only to a suite with sync = true", where)
-		}
-		switch s.Check {
-		case "", "refuse", "warn", "off":
-		default:
-			return fmt.Errorf("%s: check %q: use \"refuse\", \"warn\" or \"off\"", where, s.Check)
-		}
-		for j, b := range s.Base {
-			if strings.TrimSpace(b) == "" {
-				return fmt.Errorf("%s: base[%d] is empty: give a path or URL of a Packages file, or an APT source line", where, j)
-			}
-		}
-		if s.KeepVersions < 0 {
-			return fmt.Errorf("%s: keep_versions %d: use a positive number of versions, or leave it out to keep all", where, s.KeepVersions)
-		}
-		if s.ValidFor != "" {
-			if _, err := PositiveDuration(s.ValidFor); err != nil {
-				return fmt.Errorf("%s: valid_for: %w", where, err)
+	if len(s.Components) == 0 {
+		return fmt.Errorf("%s: components is empty", where)
+	}
+	for _, c := range s.Components {
+		// Debian allows components such as "updates/main": each part must be a name.
+		for _, seg := range strings.Split(c, "/") {
+			if !nameRE.MatchString(seg) {
+				return fmt.Errorf("%s: component %q is not a valid name", where, c)
 			}
 		}
 	}
-	if f.Signing.PassphraseEnv != "" && f.Signing.PassphraseFile != "" {
-		return errors.New("signing: set either passphrase_env or passphrase_file, not both")
+	if len(s.Architectures) == 0 {
+		return fmt.Errorf("%s: architectures is empty", where)
 	}
-	switch strings.ToUpper(f.Signing.Digest) {
-	case "SHA256", "SHA512":
+	for _, a := range s.Architectures {
+		if !archRE.MatchString(a) || a == "all" || a == "source" {
+			return fmt.Errorf("%s: architecture %q is not a binary architecture", where, a)
+		}
+	}
+	for comp := range s.Inputs {
+		if !slices.Contains(s.Components, comp) {
+			return fmt.Errorf("%s: inputs.%s: component %q is not in components %v", where, comp, comp, s.Components)
+		}
+	}
+	if _, err := s.RemovalShare(); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	if s.MaxRemovals != "" && !s.Sync {
+		return fmt.Errorf("%s: max_removals applies only to a suite with sync = true", where)
+	}
+	switch s.Check {
+	case "", "refuse", "warn", "off":
 	default:
-		return fmt.Errorf("signing.digest %q: use SHA256 or SHA512", f.Signing.Digest)
+		return fmt.Errorf("%s: check %q: use \"refuse\", \"warn\" or \"off\"", where, s.Check)
 	}
-	if err := f.checkTree(); err != nil {
-		return err
+	for j, b := range s.Base {
+		if strings.TrimSpace(b) == "" {
+			return fmt.Errorf("%s: base[%d] is empty: give a path or URL of a Packages file, or an APT source line", where, j)
+		}
 	}
-	if f.Store.Remote != "" && f.Store.S3 != nil {
-		return errors.New("store: set either remote or [store.s3], not both")
+	if s.KeepVersions < 0 {
+		return fmt.Errorf("%s: keep_versions %d: use a positive number of versions, or leave it out to keep all", where, s.KeepVersions)
 	}
-	if f.Store.S3 != nil && f.Store.S3.Bucket == "" {
-		return errors.New("store.s3.bucket is empty")
+	if s.ValidFor != "" {
+		if _, err := PositiveDuration(s.ValidFor); err != nil {
+			return fmt.Errorf("%s: valid_for: %w", where, err)
+		}
 	}
 	return nil
 }
