@@ -144,7 +144,10 @@ func (c *CheckCmd) files(g *Globals) error {
 		pkgs = append(pkgs, more...)
 	}
 	// The files are the whole distribution: nothing is taken as met from outside.
-	rep := gate.Check(&gate.Suite{Codename: c.Arch, Architectures: []string{c.Arch}, Release: pkgs, HasBase: true})
+	rep, err := gate.Check(g.ctx, &gate.Suite{Codename: c.Arch, Architectures: []string{c.Arch}, Release: pkgs, HasBase: true})
+	if err != nil {
+		return fmt.Errorf("check: %w", err)
+	}
 	out := checkReport{Suite: strings.Join(c.Packages, " "), Policy: string(gate.Refuse), Checked: rep.Checked, Broken: []checkFinding{}, report: rep}
 	for _, f := range rep.Broken {
 		out.Broken = append(out.Broken, checkFinding{Package: f.Package.Name, Version: f.Package.Version, Architecture: f.Package.Architecture, In: f.Package.From, On: f.Architecture, Reasons: f.Reasons})

@@ -209,7 +209,10 @@ func (g *gateRun) check(ctx context.Context, s config.Suite, gs *gate.Suite) (ch
 			}
 		}
 	}
-	rep := gate.Check(gs)
+	rep, err := gate.Check(ctx, gs)
+	if err != nil {
+		return checkReport{}, fmt.Errorf("suite %s: %w", s.Codename, err)
+	}
 	out := checkReport{Suite: s.Codename, Policy: s.CheckPolicy(), Checked: rep.Checked, External: rep.External, Broken: []checkFinding{}, report: rep}
 	for _, f := range rep.Broken {
 		out.Broken = append(out.Broken, checkFinding{

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -71,7 +72,7 @@ Provides: virt
 	for _, name := range []string{"wants-newer-any", "wants-any", "wants-plain-any", "wants-virtual-any", "allowed", "plain"} {
 		out, err := apt.Cmd("-s", "install", name).CombinedOutput()
 		aptOK := err == nil
-		if got := c.Installable(u.Lookup(name)[0]); got != aptOK {
+		if got, err := c.Installable(context.Background(), u.Lookup(name)[0]); err != nil || got != aptOK {
 			t.Errorf("%s: armor says installable=%v, apt-get says %v:\n%s", name, got, aptOK, out)
 		}
 	}

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -59,7 +60,11 @@ func TestSynthRepoInstallable(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := NewUniverse(pkgs, "amd64")
-	if broken := NewChecker(u).Broken(u.All()); len(broken) > 0 {
+	broken, err := NewChecker(u).Broken(context.Background(), u.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(broken) > 0 {
 		t.Fatalf("%d synthetic packages cannot be installed, %s first: %v", len(broken), u.Package(broken[0]).ID(), u.Explain(broken[0]))
 	}
 }
@@ -80,8 +85,8 @@ func BenchmarkCheckAddOne100k(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		// As a build hands the change over: the index of the package added.
-		r := Check(&Suite{Codename: "stable", Architectures: []string{"amd64"}, Release: release, Parent: parent, Added: []int{len(release) - 1}, Removed: []Package{}})
-		if r.Checked != 1 || len(r.Broken) != 0 {
+		r, err := Check(context.Background(), &Suite{Codename: "stable", Architectures: []string{"amd64"}, Release: release, Parent: parent, Added: []int{len(release) - 1}, Removed: []Package{}})
+		if err != nil || r.Checked != 1 || len(r.Broken) != 0 {
 			b.Fatalf("checked %d, broken %v", r.Checked, r.Broken)
 		}
 	}

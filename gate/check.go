@@ -1,6 +1,10 @@
 package gate
 
-import "github.com/armor-apt/armor/gate/solve"
+import (
+	"context"
+
+	"github.com/armor-apt/armor/gate/solve"
+)
 
 // Checker decides which packages of a universe can be installed, as dose-distcheck
 // does: a package can be if some set of packages of the universe holds it, meets every
@@ -19,32 +23,40 @@ func NewChecker(u *Universe) *Checker {
 	return &Checker{u: u, s: solve.New(u, u.Len()), known: make([]int8, u.Len())}
 }
 
-// Installable reports whether package id can be installed.
-func (c *Checker) Installable(id int32) bool {
+// Installable reports whether package id can be installed; it stops with ctx's error
+// once ctx is done.
+func (c *Checker) Installable(ctx context.Context, id int32) (bool, error) {
 	if k := c.known[id]; k != 0 {
-		return k > 0
+		return k > 0, nil
 	}
 	c.Solves++
-	model, ok := c.s.Solve(id, c.u.Essential())
+	model, ok, err := c.s.Solve(ctx, id, c.u.Essential())
+	if err != nil {
+		return false, err
+	}
 	if !ok {
 		c.known[id] = -1
-		return false
+		return false, nil
 	}
 	for _, v := range model {
 		c.known[v] = 1
 	}
-	return true
+	return true, nil
 }
 
 // Broken returns those of ids that cannot be installed, in the order given.
-func (c *Checker) Broken(ids []int32) []int32 {
+func (c *Checker) Broken(ctx context.Context, ids []int32) ([]int32, error) {
 	var out []int32
 	for _, id := range ids {
-		if !c.Installable(id) {
+		ok, err := c.Installable(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
 			out = append(out, id)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // All returns the ids of every package of the universe.

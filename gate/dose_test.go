@@ -3,6 +3,7 @@ package gate
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -64,7 +65,11 @@ func armorBroken(t testing.TB, data []byte, DoseAny bool, native string, foreign
 	u := NewUniverse(pkgs, native, foreign...)
 	u.DoseAny = DoseAny
 	out := map[string]bool{}
-	for _, id := range NewChecker(u).Broken(u.All()) {
+	broken, err := NewChecker(u).Broken(context.Background(), u.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range broken {
 		p := u.Package(id)
 		out[p.Name+" "+p.Version+" "+p.Architecture] = true
 	}

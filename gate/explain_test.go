@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -61,7 +62,7 @@ Breaks: a
 		t.Run(c.name, func(t *testing.T) {
 			u := universeOf(t, c.packages)
 			id := u.Lookup(c.pkg)[0]
-			if NewChecker(u).Installable(id) {
+			if ok, err := NewChecker(u).Installable(context.Background(), id); err != nil || ok {
 				t.Fatalf("%s is installable", c.pkg)
 			}
 			if got := u.Explain(id); strings.Join(got, "\n") != strings.Join(c.want, "\n") {

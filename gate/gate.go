@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"fmt"
 	"github.com/armor-apt/armor/debian/relation"
 	"slices"
@@ -79,8 +80,9 @@ func (r *Report) New() []Finding {
 }
 
 // Check checks a suite: with Parent, only the packages the change can affect (those
-// added, and those that could depend on a package removed); without, every package.
-func Check(s *Suite) *Report {
+// added, and those that could depend on a package removed); without, every package. It
+// stops with ctx's error once ctx is done.
+func Check(ctx context.Context, s *Suite) (*Report, error) {
 	rep := &Report{Suite: s.Codename, External: map[string][]string{}}
 	known := s.knownNames()
 	for _, arch := range s.Architectures {
@@ -95,7 +97,11 @@ func Check(s *Suite) *Report {
 			if !s.HasBase {
 				noteExternal(rep.External, u, p, known)
 			}
-			if c.Installable(id) {
+			ok, err := c.Installable(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
 				continue
 			}
 			f := Finding{Package: p, Architecture: arch, Reasons: u.Explain(id)}
@@ -112,14 +118,18 @@ func Check(s *Suite) *Report {
 						}
 					}
 				}
-				if pid, ok := parentIDs[identity(p)]; ok && !parent.Installable(pid) {
-					f.Existing = true
+				if pid, ok := parentIDs[identity(p)]; ok {
+					had, err := parent.Installable(ctx, pid)
+					if err != nil {
+						return nil, err
+					}
+					f.Existing = !had
 				}
 			}
 			rep.Broken = append(rep.Broken, f)
 		}
 	}
-	return rep
+	return rep, nil
 }
 
 // knownNames returns whether the repository lists a name: a package of the release has

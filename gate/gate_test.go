@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -49,7 +50,7 @@ func TestCheckWithoutBase(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := &Suite{Codename: "stable", Architectures: []string{"amd64", "arm64"}, Release: pkgsOf(t, c.release)}
-			r := Check(s)
+			r := mustCheck(t, s)
 			if got := brokenIDs(r); !slices.Equal(got, c.broken) {
 				t.Fatalf("broken %q, want %q", got, c.broken)
 			}
@@ -73,7 +74,7 @@ func TestCheckWithBase(t *testing.T) {
 	base := pkgsOf(t, "Package: libc6\nVersion: 2.36-9\nArchitecture: amd64\nMulti-Arch: same\n\n")
 	s := &Suite{Codename: "stable", Architectures: []string{"amd64"}, HasBase: true, Base: map[string][]Package{"amd64": base},
 		Release: pkgsOf(t, libbar3+fooNeedsBar3+"Package: baz\nVersion: 1\nArchitecture: amd64\nDepends: libc6 (>= 2.40)\n\n")}
-	r := Check(s)
+	r := mustCheck(t, s)
 	if got := brokenIDs(r); !slices.Equal(got, []string{"baz 1 (amd64) on amd64"}) {
 		t.Fatalf("broken %q", got)
 	}
@@ -103,10 +104,19 @@ func TestCheckChange(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := &Suite{Codename: "stable", Architectures: []string{"amd64"}, Release: pkgsOf(t, c.release), Parent: pkgsOf(t, c.parent)}
-			r := Check(s)
+			r := mustCheck(t, s)
 			if got := brokenIDs(r); !slices.Equal(got, c.broken) || r.Checked != c.checked {
 				t.Fatalf("broken %q after %d checks, want %q after %d", got, r.Checked, c.broken, c.checked)
 			}
 		})
 	}
+}
+
+func mustCheck(t *testing.T, s *Suite) *Report {
+	t.Helper()
+	r, err := Check(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"strings"
 	"testing"
 )
@@ -30,7 +31,9 @@ func FuzzReadPackages(f *testing.F) {
 			}
 		}
 		u := NewUniverse(pkgs, "amd64", "i386")
-		NewChecker(u).Broken(u.All())
+		if _, err := NewChecker(u).Broken(context.Background(), u.All()); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 

@@ -3,6 +3,7 @@ package base
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -81,7 +82,11 @@ func armorVerdict(t testing.TB, data []byte, doseAny bool) map[string]bool {
 	u := gate.NewUniverse(pkgs, "amd64")
 	u.DoseAny = doseAny
 	out := map[string]bool{}
-	for _, id := range gate.NewChecker(u).Broken(u.All()) {
+	broken, err := gate.NewChecker(u).Broken(context.Background(), u.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range broken {
 		p := u.Package(id)
 		out[p.Name+" "+p.Version+" "+p.Architecture] = true
 	}

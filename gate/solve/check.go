@@ -1,10 +1,20 @@
 package solve
 
+import "context"
+
+// checkEvery is how many rounds of propagation a solve runs between looks at its
+// context (it looks before the first, so that a check of many packages stops too):
+// often enough that a cancelled build stops at once, seldom enough to cost
+// nothing.
+const checkEvery = 256
+
 // Solve reports whether root can be installed together with one variable of each of
 // the required groups (none may be empty). When it can, model holds every variable of
 // the installation found, root first; each of them can be installed too, the model
-// being an installation that holds it. The slice is reused by the next call.
-func (s *Solver) Solve(root int32, required [][]int32) (model []int32, ok bool) {
+// being an installation that holds it. The slice is reused by the next call. A search
+// can take time exponential in the problem's size: it stops with ctx's error once ctx
+// is done.
+func (s *Solver) Solve(ctx context.Context, root int32, required [][]int32) (model []int32, ok bool, err error) {
 	s.reset()
 	s.Stats.Solves++
 	for _, g := range required {
@@ -17,11 +27,16 @@ func (s *Solver) Solve(root int32, required [][]int32) (model []int32, ok bool) 
 		s.global = append(s.global, c)
 		s.agenda = append(s.agenda, c)
 	}
-	for {
+	for round := 0; ; round++ {
+		if round%checkEvery == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, false, err
+			}
+		}
 		if confl := s.propagate(); confl >= 0 {
 			s.Stats.Conflicts++
 			if s.decisionLevel() == 0 {
-				return nil, false
+				return nil, false, nil
 			}
 			back := s.analyze(confl)
 			s.cancelUntil(back)
@@ -31,7 +46,7 @@ func (s *Solver) Solve(root int32, required [][]int32) (model []int32, ok bool) 
 		if s.decisionLevel() == 0 {
 			switch s.litValue(pos(root)) {
 			case -1:
-				return nil, false
+				return nil, false, nil
 			case 0:
 				s.decide(pos(root))
 				continue
@@ -39,7 +54,7 @@ func (s *Solver) Solve(root int32, required [][]int32) (model []int32, ok bool) 
 		}
 		l, open := s.pickOpen()
 		if !open {
-			return s.model(root), true
+			return s.model(root), true, nil
 		}
 		s.decide(l)
 	}

@@ -1,9 +1,13 @@
 package solve
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 // table is a Problem given as lists.
@@ -95,7 +99,10 @@ func checkAll(t *testing.T, seed1, seed2 uint64) {
 	s := New(tb, n)
 	for root := range int32(n) {
 		want := tb.exhaustive(root, required)
-		model, got := s.Solve(root, required)
+		model, got, err := s.Solve(context.Background(), root, required)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if got != want {
 			t.Fatalf("seed %d,%d: root %d: solver says %v, exhaustive search %v\n%+v required %v", seed1, seed2, root, got, want, tb, required)
 		}
@@ -120,4 +127,64 @@ func TestSolveAgainstExhaustive(t *testing.T) {
 func FuzzSolve(f *testing.F) {
 	f.Add(uint64(1), uint64(2))
 	f.Fuzz(func(t *testing.T, a, b uint64) { checkAll(t, a, b) })
+}
+
+// pigeons is the pigeonhole problem: p pigeons (the required groups: each sits in one of
+// h holes), no two in one hole (conflicts). With more pigeons than holes it has no
+// solution, and a CDCL solver needs time exponential in h to show it. Variable p*h is
+// the root, with no clauses of its own.
+func pigeons(p, h int) (*table, [][]int32) {
+	n := p*h + 1
+	t := &table{deps: make([][][]int32, n), confl: make([][]int32, n)}
+	var required [][]int32
+	for i := range p {
+		var g []int32
+		for j := range h {
+			g = append(g, int32(i*h+j))
+			for k := range p {
+				if k != i {
+					t.confl[i*h+j] = append(t.confl[i*h+j], int32(k*h+j))
+				}
+			}
+		}
+		required = append(required, g)
+	}
+	return t, required
+}
+
+func TestPigeonsUnsolvable(t *testing.T) {
+	tb, required := pigeons(5, 4)
+	if _, ok, err := New(tb, len(tb.deps)).Solve(context.Background(), int32(len(tb.deps)-1), required); ok || err != nil {
+		t.Fatalf("5 pigeons in 4 holes: ok %v, err %v", ok, err)
+	}
+}
+
+// TestSolveStopsWhenCancelled: a search that would run for a very long time (12 pigeons
+// in 11 holes) stops with the context's error soon after the context is cancelled, as a
+// build that is sent SIGTERM must.
+func TestSolveStopsWhenCancelled(t *testing.T) {
+	tb, required := pigeons(12, 11)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	s := New(tb, len(tb.deps))
+	go func() {
+		_, ok, err := s.Solve(ctx, int32(len(tb.deps)-1), required)
+		if err == nil {
+			err = fmt.Errorf("the search ended without the context's error (ok %v)", ok)
+		}
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the search went on 20 s after its context was cancelled")
+	}
+	if s.Stats.Conflicts == 0 {
+		t.Fatal("the search had not started when the context was cancelled")
+	}
 }
