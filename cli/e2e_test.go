@@ -64,7 +64,9 @@ func armor(t *testing.T, dir string, env []string, args ...string) string {
 }
 
 // freeAddr asks the kernel for a free port on 127.0.0.1 for a daemon started as a
-// separate process.
+// separate process. The port is free only until another socket takes it: where the test
+// can start the daemon before it needs the address, startControld and startEdge let the
+// daemon bind a port the kernel picks and read it from its log instead.
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -104,6 +106,27 @@ func daemon(t *testing.T, env []string, logPath string, args ...string) *exec.Cm
 		}
 	})
 	return cmd
+}
+
+// startControld starts controld with args on a port the kernel picks (--listen
+// 127.0.0.1:0), waits until it answers, and returns its URL. It is stopped when the test
+// ends.
+func startControld(t *testing.T, env []string, logPath string, args ...string) string {
+	t.Helper()
+	_, fields := startAnnounced(t, env, logPath, "controld listening", append(args, "--listen", "127.0.0.1:0")...)
+	url := "http://" + fields["addr"]
+	waitHTTP(t, url+"/v1/healthz")
+	return url
+}
+
+// startEdge starts edged with args on ports the kernel picks, waits until its admin
+// listener answers, and returns the addresses of its listener and its admin listener.
+func startEdge(t *testing.T, env []string, logPath string, args ...string) (listen, admin string) {
+	t.Helper()
+	_, fields := startAnnounced(t, env, logPath, "edged listening",
+		append(args, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0")...)
+	waitHTTP(t, "http://"+fields["admin"]+"/healthz")
+	return fields["listen"], fields["admin"]
 }
 
 func waitHTTP(t *testing.T, url string) {
@@ -169,12 +192,17 @@ func TestEndToEnd(t *testing.T) {
 	work := t.TempDir()
 	project := filepath.Join(work, "project")
 	cas := filepath.Join(work, "store")
-	controldAddr, edgeAddr, adminAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	const host = "apt.e2e.test"
 
-	// 1. init, packages, build.
+	// 1. controld, with tokens made offline in its data directory; then init, packages,
+	// build.
+	data := filepath.Join(work, "controld")
+	admin := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "admin",
+		"--for", "*", "--action", "admin", "--action", "push", "--action", "activate", "--action", "read"))
+	edgeToken := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "edge", "--for", "*", "--action", "read"))
+	controldURL := startControld(t, nil, filepath.Join(work, "controld.log"), "controld", "--data-dir", data, "--store", cas)
 	armor(t, work, nil, "init", "--dir", project, "--name", "e2e", "--hostname", host,
-		"--key-algo", "rsa3072", "--store", cas, "--controld", "http://"+controldAddr)
+		"--key-algo", "rsa3072", "--store", cas, "--controld", controldURL)
 	// The newest version of each package only, as Debian's archive keeps (init writes
 	// the line commented out).
 	cfgPath := filepath.Join(project, "armor.toml")
@@ -210,17 +238,9 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("build output: %s", out)
 	}
 
-	// 2. controld and edged, with tokens made offline in controld's data directory.
-	data := filepath.Join(work, "controld")
-	admin := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "admin",
-		"--for", "*", "--action", "admin", "--action", "push", "--action", "activate", "--action", "read"))
-	edgeToken := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "edge", "--for", "*", "--action", "read"))
-	daemon(t, nil, filepath.Join(work, "controld.log"), "controld", "--listen", controldAddr, "--data-dir", data, "--store", cas)
-	waitHTTP(t, "http://"+controldAddr+"/v1/healthz")
-	daemon(t, []string{"ARMOR_EDGE_TOKEN=" + edgeToken}, filepath.Join(work, "edged.log"), "edged",
-		"--listen", edgeAddr, "--admin-listen", adminAddr, "--controld", "http://"+controldAddr,
-		"--store", cas, "--state-dir", filepath.Join(work, "edged"))
-	waitHTTP(t, "http://"+adminAddr+"/healthz")
+	// 2. edged.
+	edgeAddr, _ := startEdge(t, []string{"ARMOR_EDGE_TOKEN=" + edgeToken}, filepath.Join(work, "edged.log"), "edged",
+		"--controld", controldURL, "--store", cas, "--state-dir", filepath.Join(work, "edged"))
 
 	// 3. push: record and flip.
 	env := []string{"ARMOR_TOKEN=" + admin}

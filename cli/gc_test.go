@@ -37,12 +37,8 @@ func TestGCOnS3(t *testing.T) {
 	project := filepath.Join(work, "project")
 	s3 := s3test.Start(t)
 	remote := s3.Remote("armor", "store")
-	controldAddr, edgeAddr, adminAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	const host = "apt.gc.test"
 
-	armor(t, work, nil, "init", "--dir", project, "--name", "gc", "--hostname", host,
-		"--key-algo", "rsa3072", "--store", remote, "--controld", "http://"+controldAddr)
-	debs := filepath.Join(project, "debs")
 	data := filepath.Join(work, "controld")
 	admin := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "admin",
 		"--for", "*", "--action", "admin", "--action", "push", "--action", "activate", "--action", "read"))
@@ -53,13 +49,13 @@ func TestGCOnS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	daemon(t, nil, filepath.Join(work, "controld.log"), "controld", "run", "--config-file", conf,
-		"--listen", controldAddr, "--data-dir", data, "--store", remote)
-	waitHTTP(t, "http://"+controldAddr+"/v1/healthz")
-	daemon(t, []string{"ARMOR_EDGE_TOKEN=" + edgeToken}, filepath.Join(work, "edged.log"), "edged",
-		"--listen", edgeAddr, "--admin-listen", adminAddr, "--controld", "http://"+controldAddr,
-		"--store", remote, "--state-dir", filepath.Join(work, "edged"))
-	waitHTTP(t, "http://"+adminAddr+"/healthz")
+	controldURL := startControld(t, nil, filepath.Join(work, "controld.log"), "controld", "run", "--config-file", conf,
+		"--data-dir", data, "--store", remote)
+	edgeAddr, _ := startEdge(t, []string{"ARMOR_EDGE_TOKEN=" + edgeToken}, filepath.Join(work, "edged.log"), "edged",
+		"--controld", controldURL, "--store", remote, "--state-dir", filepath.Join(work, "edged"))
+	armor(t, work, nil, "init", "--dir", project, "--name", "gc", "--hostname", host,
+		"--key-algo", "rsa3072", "--store", remote, "--controld", controldURL)
+	debs := filepath.Join(project, "debs")
 
 	env := []string{"ARMOR_TOKEN=" + admin}
 	armor(t, project, env, "repos", "create", "--retention", "1s")

@@ -59,10 +59,14 @@ func TestEdgeSourcesAndUdebs(t *testing.T) {
 	work := t.TempDir()
 	project := filepath.Join(work, "project")
 	cas := filepath.Join(work, "store")
-	controldAddr, edgeAddr, adminAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	const host = "apt.src.test"
+	data := filepath.Join(work, "controld")
+	admin := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "admin",
+		"--for", "*", "--action", "admin", "--action", "push", "--action", "activate", "--action", "read"))
+	edgeToken := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "edge", "--for", "*", "--action", "read"))
+	controldURL := startControld(t, nil, filepath.Join(work, "controld.log"), "controld", "--data-dir", data, "--store", cas)
 	armor(t, work, nil, "init", "--dir", project, "--name", "src", "--hostname", host,
-		"--key-algo", "rsa3072", "--store", cas, "--controld", "http://"+controldAddr)
+		"--key-algo", "rsa3072", "--store", cas, "--controld", controldURL)
 	cfgPath := filepath.Join(project, "armor.toml")
 	cfg, err := os.ReadFile(cfgPath)
 	if err != nil || !strings.Contains(string(cfg), `["debs/**/*.deb"]`) {
@@ -88,16 +92,8 @@ func TestEdgeSourcesAndUdebs(t *testing.T) {
 	run(t, work, "dpkg-deb", "--root-owner-group", "--build", udebDir, filepath.Join(debs, "di-hello_1.0_amd64.udeb"))
 	armor(t, project, nil, "build")
 
-	data := filepath.Join(work, "controld")
-	admin := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "admin",
-		"--for", "*", "--action", "admin", "--action", "push", "--action", "activate", "--action", "read"))
-	edgeToken := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "edge", "--for", "*", "--action", "read"))
-	daemon(t, nil, filepath.Join(work, "controld.log"), "controld", "--listen", controldAddr, "--data-dir", data, "--store", cas)
-	waitHTTP(t, "http://"+controldAddr+"/v1/healthz")
-	daemon(t, []string{"ARMOR_EDGE_TOKEN=" + edgeToken}, filepath.Join(work, "edged.log"), "edged",
-		"--listen", edgeAddr, "--admin-listen", adminAddr, "--controld", "http://"+controldAddr,
-		"--store", cas, "--state-dir", filepath.Join(work, "edged"))
-	waitHTTP(t, "http://"+adminAddr+"/healthz")
+	edgeAddr, _ := startEdge(t, []string{"ARMOR_EDGE_TOKEN=" + edgeToken}, filepath.Join(work, "edged.log"), "edged",
+		"--controld", controldURL, "--store", cas, "--state-dir", filepath.Join(work, "edged"))
 	env := []string{"ARMOR_TOKEN=" + admin}
 	armor(t, project, env, "repos", "create")
 	armor(t, project, env, "push")
