@@ -66,8 +66,12 @@ func Run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			return err
 		}
 	}
+	tlsAddr := "" // off
+	if tln != nil {
+		tlsAddr = tln.Addr().String()
+	}
 	logger.Info("edged listening", "listen", ln.Addr().String(), "admin", aln.Addr().String(),
-		"tls_listen", cfg.TLSListen, "controld", cfg.Controld, "store", rc.String(), "routes_version", e.Version())
+		"tls", tlsAddr, "controld", cfg.Controld, "store", rc.String(), "routes_version", e.Version())
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return e.Sync(gctx) })
 	g.Go(func() error { return e.Serve(gctx, ln) })

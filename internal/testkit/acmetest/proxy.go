@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 )
 
 // ConnectProxy is an HTTP proxy that tunnels every CONNECT to target, whatever host it
@@ -62,8 +63,10 @@ func ConnectProxy(t testing.TB, target string) (string, func() []string) {
 }
 
 // Balancer is a TCP balancer on 127.0.0.1 in front of several backends: each
-// connection goes to the backend Pick chooses. Held, it accepts connections but keeps
-// them waiting until released, as a load balancer in front of a slow edge would.
+// connection goes to the backend Route chooses, or when that one refuses the
+// connection (it is down) to the next, as HAProxy's redispatch does. Held, it accepts
+// connections but keeps them waiting until released, as a load balancer in front of a
+// slow edge would.
 type Balancer struct {
 	Addr string
 	Port int
@@ -75,10 +78,12 @@ type Balancer struct {
 	hold     chan struct{} // non-nil: new connections wait for it to close
 	held     chan struct{} // closed when a connection waits
 	sent     map[string]int
+	redisp   int // connections sent on to another backend than the one picked
 }
 
 // NewBalancer listens on addr ("127.0.0.1:0" for any port) until the test ends, in front
-// of backends, round robin.
+// of backends (none yet: SetBackends), round robin; with no backend it closes each
+// connection.
 func NewBalancer(t testing.TB, addr string, backends ...string) *Balancer {
 	t.Helper()
 	ln, err := net.Listen("tcp", addr)
@@ -103,6 +108,14 @@ func NewBalancer(t testing.TB, addr string, backends ...string) *Balancer {
 		b.Release()
 	})
 	return b
+}
+
+// SetBackends replaces the backends, for new connections: a balancer made before the
+// daemons behind it started on kernel-chosen ports learns their addresses.
+func (b *Balancer) SetBackends(backends ...string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.backends = backends
 }
 
 // Route sends each new connection to backends[pick(n) % len], n counting connections
@@ -143,6 +156,14 @@ func (b *Balancer) Sent() map[string]int {
 	return out
 }
 
+// Redispatched counts the connections whose chosen backend refused them, sent on to
+// another.
+func (b *Balancer) Redispatched() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.redisp
+}
+
 func (b *Balancer) serve(c net.Conn) {
 	defer c.Close()
 	b.mu.Lock()
@@ -158,12 +179,25 @@ func (b *Balancer) serve(c net.Conn) {
 		<-hold
 	}
 	b.mu.Lock()
-	target := b.backends[b.pick(b.count)%len(b.backends)]
+	first := b.pick(b.count)
 	b.count++
-	b.sent[target]++
+	backends := b.backends
 	b.mu.Unlock()
-	up, err := net.Dial("tcp", target)
-	if err != nil {
+	var up net.Conn
+	for i := range backends {
+		target := backends[(first+i)%len(backends)]
+		var err error
+		if up, err = net.DialTimeout("tcp", target, 2*time.Second); err == nil {
+			b.mu.Lock()
+			b.sent[target]++
+			if i > 0 {
+				b.redisp++
+			}
+			b.mu.Unlock()
+			break
+		}
+	}
+	if up == nil {
 		return
 	}
 	defer up.Close()

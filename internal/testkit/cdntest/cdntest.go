@@ -25,10 +25,12 @@ type Varnish struct {
 	URL  string // http://127.0.0.1:port
 	Addr string
 
-	cmd  *exec.Cmd
-	done chan struct{}
-	mu   sync.Mutex
-	log  bytes.Buffer
+	cmd   *exec.Cmd
+	work  string // its -n directory
+	admin string // varnishadm
+	done  chan struct{}
+	mu    sync.Mutex
+	log   bytes.Buffer
 }
 
 var backendsBlock = regexp.MustCompile(`(?s)# BEGIN BACKENDS.*# END BACKENDS`)
@@ -79,16 +81,12 @@ func Start(t testing.TB, vcl string, edges []string, host, probePath string) *Va
 	if err := os.WriteFile(file, backendsBlock.ReplaceAll(src, []byte(b.String())), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	v := &Varnish{Addr: addr, URL: "http://" + addr, done: make(chan struct{})}
+	work := filepath.Join(dir, "work")
+	v := &Varnish{done: make(chan struct{}), work: work, admin: adminBinary(t)}
 	// -j none: no privilege separation (the test may run as root or not); -F: in the
-	// foreground, so the test owns the process.
-	v.cmd = exec.Command(bin, "-F", "-j", "none", "-n", filepath.Join(dir, "work"), "-a", addr, "-T", "127.0.0.1:0",
+	// foreground, so the test owns the process. Its ports are the kernel's choice, read
+	// back through the management port.
+	v.cmd = exec.Command(bin, "-F", "-j", "none", "-n", work, "-a", "127.0.0.1:0", "-T", "127.0.0.1:0",
 		"-f", file, "-s", "malloc,128m", "-p", "thread_pool_min=20", "-p", "thread_pool_max=200")
 	w := &lockedWriter{v: v}
 	v.cmd.Stdout, v.cmd.Stderr = w, w
@@ -107,10 +105,13 @@ func Start(t testing.TB, vcl string, edges []string, host, probePath string) *Va
 	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		resp, err := http.Get(v.URL + "/")
+		err := v.readAddr(work)
 		if err == nil {
-			resp.Body.Close()
-			return v
+			var resp *http.Response
+			if resp, err = http.Get(v.URL + "/"); err == nil {
+				resp.Body.Close()
+				return v
+			}
 		}
 		select {
 		case <-v.done:
@@ -122,6 +123,54 @@ func Start(t testing.TB, vcl string, edges []string, host, probePath string) *Va
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// listenAddress is a line of varnishadm debug.listen_address: name, host, port.
+var listenAddress = regexp.MustCompile(`(?m)^\S+ (\S+) ([0-9]+)$`)
+
+// readAddr sets v's address from what varnishd's management port says it listens on.
+func (v *Varnish) readAddr(work string) error {
+	if v.Addr != "" {
+		return nil
+	}
+	out, err := exec.Command(v.admin, "-n", work, "debug.listen_address").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("varnishadm debug.listen_address: %w: %s", err, out)
+	}
+	m := listenAddress.FindSubmatch(out)
+	if m == nil {
+		return fmt.Errorf("varnishadm debug.listen_address said %q", out)
+	}
+	v.Addr = net.JoinHostPort(string(m[1]), string(m[2]))
+	v.URL = "http://" + v.Addr
+	return nil
+}
+
+// Counters reads varnishstat's counters (MAIN.client_req, MAIN.backend_retry, ...).
+func (v *Varnish) Counters() (map[string]uint64, error) {
+	out, err := exec.Command(filepath.Join(filepath.Dir(v.admin), "varnishstat"), "-n", v.work, "-1").Output()
+	if err != nil {
+		return nil, fmt.Errorf("varnishstat: %w", err)
+	}
+	c := map[string]uint64{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 {
+			if n, err := strconv.ParseUint(f[1], 10, 64); err == nil {
+				c[f[0]] = n
+			}
+		}
+	}
+	return c, nil
+}
+
+// adminBinary finds varnishadm (Debian's varnish ships it beside varnishd).
+func adminBinary(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("varnishadm")
+	if err != nil {
+		t.Fatal("varnishadm not found: run .ci/install-deps (Debian package varnish)")
+	}
+	return p
 }
 
 type lockedWriter struct{ v *Varnish }

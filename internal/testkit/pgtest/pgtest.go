@@ -163,6 +163,23 @@ func (s *Server) Stop() {
 	}
 }
 
+// Kill kills the server as a crash would: SIGKILL to the postmaster and each of its
+// processes, so nothing is shut down cleanly. Restart brings it back (with crash
+// recovery) on the same port.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	// The backends are the postmaster's children, in its process group.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = cmd.Process.Kill()
+	<-done
+}
+
 // Restart starts a stopped server again on its port.
 func (s *Server) Restart() error {
 	if s.running() {
@@ -241,6 +258,7 @@ func (s *Server) run() error {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGQUIT
+	cmd.SysProcAttr.Setpgid = true // its own process group, which Kill kills whole
 	log := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
