@@ -21,13 +21,22 @@ type aptLoop struct {
 	mu         sync.Mutex
 	updates    int
 	downloads  int
+	requests   int // apt's Get: and Hit: lines: the requests it made
 	errors     int // updates or downloads that failed or printed a problem
 	mismatches int // "Hash Sum mismatch" (or a size mismatch) anywhere in apt's output
 	problems   []string
+	runs       []aptRun          // every run, for the fleet test to tell which a kill met
 	debs       map[string]string // file name of each published .deb → its SHA-256
 	stop       chan struct{}
 	stopOnce   sync.Once
 	wg         sync.WaitGroup
+}
+
+// aptRun is one apt-get run of a client; problems is empty when it went well.
+type aptRun struct {
+	client, what string
+	start, end   time.Time
+	problems     []string
 }
 
 func newAptLoop() *aptLoop {
@@ -61,17 +70,19 @@ func (l *aptLoop) start(t *testing.T, name string, o apttest.Options, pkg string
 				return
 			default:
 			}
+			start := time.Now()
 			out, err := apt.Cmd("update").CombinedOutput()
 			problems := apt.Problems(string(out))
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("apt-get update: %v", err))
 			}
-			l.record(name+" update", true, string(out), problems)
+			l.record(name, "update", start, string(out), problems)
 			if err != nil || len(problems) > 0 {
 				continue
 			}
 			os.RemoveAll(dir)
 			os.MkdirAll(dir, 0o755)
+			start = time.Now()
 			cmd := apt.Cmd("download", pkg)
 			cmd.Dir = dir
 			out, err = cmd.CombinedOutput()
@@ -80,7 +91,7 @@ func (l *aptLoop) start(t *testing.T, name string, o apttest.Options, pkg string
 				problems = append(problems, fmt.Sprintf("apt-get download: %v: %s", err, lastLines(out)))
 			}
 			problems = append(problems, l.checkDownloads(dir)...)
-			l.record(name+" download", false, string(out), problems)
+			l.record(name, "download", start, string(out), problems)
 		}
 	}()
 }
@@ -107,13 +118,20 @@ func lastLines(b []byte) string {
 	return strings.Join(lines[max(0, len(lines)-3):], " | ")
 }
 
-func (l *aptLoop) record(what string, update bool, out string, problems []string) {
+func (l *aptLoop) record(client, what string, start time.Time, out string, problems []string) {
+	end := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if update {
+	l.runs = append(l.runs, aptRun{client: client, what: what, start: start, end: end, problems: problems})
+	if what == "update" {
 		l.updates++
 	} else {
 		l.downloads++
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "Get:") || strings.HasPrefix(line, "Hit:") {
+			l.requests++
+		}
 	}
 	if strings.Contains(out, "Hash Sum mismatch") || strings.Contains(out, "File has unexpected size") {
 		l.mismatches++
@@ -121,7 +139,7 @@ func (l *aptLoop) record(what string, update bool, out string, problems []string
 	if len(problems) > 0 {
 		l.errors++
 		if len(l.problems) < 20 {
-			l.problems = append(l.problems, what+": "+strings.Join(problems, "; "))
+			l.problems = append(l.problems, client+" "+what+": "+strings.Join(problems, "; "))
 		}
 	}
 }
@@ -158,7 +176,8 @@ func (l *aptLoop) report() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "%d apt-get update and %d apt-get download, %d errors, %d hash-sum mismatches", l.updates, l.downloads, l.errors, l.mismatches)
+	fmt.Fprintf(&b, "%d apt-get update and %d apt-get download (%d requests), %d errors, %d hash-sum mismatches",
+		l.updates, l.downloads, l.requests, l.errors, l.mismatches)
 	for _, p := range l.problems {
 		fmt.Fprintf(&b, "\n  %s", p)
 	}

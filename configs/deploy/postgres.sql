@@ -25,3 +25,8 @@ ALTER ROLE armor SET idle_in_transaction_session_timeout = '60s';
 ALTER ROLE armor SET tcp_keepalives_idle = 60;
 ALTER ROLE armor SET tcp_keepalives_interval = 10;
 ALTER ROLE armor SET tcp_keepalives_count = 6;
+
+-- A push is acknowledged only once its recording is on disk, whatever the server's own
+-- default: with synchronous_commit off, a database server that crashes forgets the last
+-- pushes it acknowledged (cli/fleet_test.go kills it mid-pipeline and counts none lost).
+ALTER ROLE armor SET synchronous_commit = on;
