@@ -300,6 +300,7 @@ func genOptions(cfg *config.File) (gen.Options, error) {
 		BaseDir:     cfg.Dir(),
 		TreeDir:     cfg.Resolve(cfg.Output.Tree),
 		CacheDir:    cfg.Resolve(cfg.Output.Cache),
+		LinkPool:    cfg.Output.PoolFiles == "link",
 		Hash:        signHash(cfg),
 	}
 	for _, s := range cfg.Suites {

@@ -48,7 +48,7 @@ func Build(ctx context.Context, o Options) (_ *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	pool := s.goStage("stage pool", func() error { return stagePool(tw, o.Verify, par.m, pl.pkgs.list, pl.diff.changed, ins) })
+	pool := s.goStage("stage pool", func() error { return stagePool(tw, o.poolSpec(), par.m, pl, ins) })
 	m, sealer := startManifest(o.Repository, o.Date, o.CacheDir, par.m, pl)
 	idx, err := writeAllIndexes(ctx, s, o.indexSpec(), par, pl.pkgs.list, ins, icache, tw)
 	if err != nil {
@@ -76,7 +76,7 @@ func Build(ctx context.Context, o Options) (_ *Result, err error) {
 	if err := commit(s, o.commitSpec(), par, m, encoded, st); err != nil {
 		return nil, err
 	}
-	stats.FilesWritten, stats.BytesWritten, stats.Packages = st.files, st.bytes, len(m.Packages)
+	stats.FilesWritten, stats.FilesLinked, stats.BytesWritten, stats.Packages = st.files, st.linked, st.bytes, len(m.Packages)
 	return &Result{Manifest: m, Parent: par.m, Encoded: encoded, Stats: stats}, nil
 }
 

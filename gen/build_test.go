@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -860,5 +862,57 @@ func TestLoadPrevious(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if lateCall.Load() {
 		t.Error("the previous manifest was still being loaded after Build returned")
+	}
+}
+
+// TestPoolFilesLinked: a pool file is a copy of its input by default, so that an input
+// rewritten in place leaves the tree as it was, and with LinkPool a hard link to it on
+// the tree's file system (Stats.FilesLinked counts them); either way the release lists
+// the input's bytes.
+func TestPoolFilesLinked(t *testing.T) {
+	for _, link := range []bool{false, true} {
+		t.Run(fmt.Sprintf("link=%v", link), func(t *testing.T) {
+			r := newRepo(t, repoConfig{Synth: 4})
+			r.Opts.LinkPool = link
+			res := r.mustBuild()
+			if want := map[bool]int{false: 0, true: 4}[link]; res.Stats.FilesLinked != want {
+				t.Errorf("%d pool files linked, want %d (stats %+v)", res.Stats.FilesLinked, want, res.Stats)
+			}
+			inputs, err := filepath.Glob(r.in("synth/*.deb"))
+			if err != nil || len(inputs) != 4 {
+				t.Fatalf("inputs %v (%v)", inputs, err)
+			}
+			byName := map[string]string{}
+			for _, in := range inputs {
+				byName[filepath.Base(in)] = in
+			}
+			for _, p := range res.Manifest.Packages {
+				in, ok := byName[path.Base(p.Path)]
+				if !ok {
+					t.Fatalf("no input named like %s", p.Path)
+				}
+				a, errA := os.Stat(in)
+				b, errB := os.Stat(r.tree(p.Path))
+				if errA != nil || errB != nil {
+					t.Fatal(errA, errB)
+				}
+				if os.SameFile(a, b) != link {
+					t.Errorf("%s: linked to its input %v, want %v", p.Path, os.SameFile(a, b), link)
+				}
+				if got := sha256Hex(readFile(t, r.tree(p.Path))); got != p.SHA256 {
+					t.Errorf("%s: sha256 %s, the release lists %s", p.Path, got, p.SHA256)
+				}
+				// The input rewritten in place, as cp and dpkg-deb write over a file:
+				// a copy keeps the bytes the release lists.
+				if !link {
+					if err := os.WriteFile(in, []byte("rewritten in place"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					if got := sha256Hex(readFile(t, r.tree(p.Path))); got != p.SHA256 {
+						t.Errorf("%s: an input rewritten in place changed the tree's file", p.Path)
+					}
+				}
+			}
+		})
 	}
 }

@@ -31,9 +31,10 @@ type staged struct {
 	ins    *inputSet
 	idx    indexesMade
 	pool   func() error // waits for the pool's staging
-	// files and bytes, set by commit, count the files staged and their bytes.
-	files int
-	bytes int64
+	// files and bytes, set by commit, count the files staged and their bytes; linked, the
+	// pool files staged as links to their inputs.
+	files, linked int
+	bytes         int64
 }
 
 // commit puts the release m in place: the staged tree, the manifest file (encoded) once
@@ -53,7 +54,7 @@ func commit(s *steps, sp commitSpec, par *parent, m *manifest.Manifest, encoded 
 	if err := cmp.Or(st.pool(), st.tw.Wait()); err != nil {
 		return err
 	}
-	st.files, st.bytes = st.tw.Staged()
+	st.files, st.bytes, st.linked = st.tw.Staged()
 	if err := s.done("link aliases", linkAliases(sp.suites, st.tw)); err != nil {
 		return err
 	}

@@ -89,6 +89,13 @@ type Options struct {
 	Date   time.Time   // SOURCE_DATE_EPOCH, or now
 	Verify bool        // rehash every input instead of trusting size and mtime
 	Resign bool        // re-sign every Release even when nothing changed (refreshes Date and Valid-Until)
+	// LinkPool stages a pool file as a hard link to its input where the file system
+	// allows (tree.Writer.LinkFile), as aptly links its pool, instead of a copy: a first
+	// build of many packages then writes no package again. The tree's file then is the
+	// input, so an input rewritten in place changes the tree: whoever sets it replaces
+	// inputs (writes them elsewhere and renames them), never rewrites them. By default a
+	// pool file is a copy (tree.Writer.CopyFile), a clone on a copy-on-write file system.
+	LinkPool bool
 
 	Progress func(Progress) // may be nil; called from several goroutines
 
@@ -128,6 +135,7 @@ type Stats struct {
 	ContentsWritten int   // Contents files regenerated (each plain and gzipped)
 	SuitesSigned    int   // Release files written and signed
 	FilesWritten    int   // files written to the tree
+	FilesLinked     int   // of those, pool files linked to their input rather than copied
 	BytesWritten    int64 // bytes written to the tree
 }
 

@@ -11,14 +11,21 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// stagePool copies into the tree every pool file of pkgs it does not hold yet. A file the
-// parent published under the same path with the same digest is trusted to be in place
-// (--verify rehashes it); anything else is copied, so a replaced input of the same size is
-// never mistaken for the old one. changed indexes pkgs: those the parent does not list as
-// they are.
-func stagePool(tw *tree.Writer, verify bool, parent *manifest.Manifest, pkgs []manifest.Package, changed []int, ins *inputSet) error {
+// poolSpec is how stagePool stages the pool: verify (Options.Verify) checks the tree's
+// files against their digests, link (Options.LinkPool) links where it would copy.
+type poolSpec struct{ verify, link bool }
+
+func (o *Options) poolSpec() poolSpec { return poolSpec{o.Verify, o.LinkPool} }
+
+// stagePool stages in the tree every pool file of pkgs it does not hold yet, copied
+// from its input or linked to it (stageFile). A file the parent published under the same path with
+// the same digest is trusted to be in place (--verify rehashes it); anything else is
+// staged, so a replaced input of the same size is never mistaken for the old one. Of pl's
+// packages only those the parent does not list as they are need staging.
+func stagePool(tw *tree.Writer, how poolSpec, parent *manifest.Manifest, pl plan, ins *inputSet) error {
+	pkgs, changed := pl.pkgs.list, pl.diff.changed
 	todo := pkgs
-	if _, err := os.Stat(filepath.Join(tw.Root(), "pool")); parent != nil && err == nil && !verify {
+	if _, err := os.Stat(filepath.Join(tw.Root(), "pool")); parent != nil && err == nil && !how.verify {
 		// As indexes are: the previous build wrote and renamed the others in place. A tree
 		// removed whole is rebuilt whole; --verify repairs parts.
 		todo = make([]manifest.Package, len(changed))
@@ -26,8 +33,8 @@ func stagePool(tw *tree.Writer, verify bool, parent *manifest.Manifest, pkgs []m
 			todo[i] = pkgs[j]
 		}
 	}
-	// Copies run in parallel: a first build of a large repository is mostly file-system
-	// round trips, which overlap well.
+	// The files are staged in parallel: a first build of a large repository is mostly
+	// file-system round trips, which overlap well.
 	g := new(errgroup.Group)
 	g.SetLimit(8)
 	staged := make(map[string]bool, len(todo))
@@ -54,28 +61,32 @@ func stagePool(tw *tree.Writer, verify bool, parent *manifest.Manifest, pkgs []m
 			if !staged[f.Path] {
 				staged[f.Path] = true
 				local := filepath.Join(filepath.Dir(src.Path), path.Base(f.Path))
-				g.Go(func() error { return stageFile(tw, verify, f.Path, f.SHA256, local) })
+				g.Go(func() error { return stageFile(tw, how, f.Path, f.SHA256, local) })
 			}
 		}
 		if src.Path == filepath.Join(tw.Root(), filepath.FromSlash(p.Path)) {
 			continue // already in place (a rebase adds the tree's own pool files)
 		}
-		g.Go(func() error { return stageFile(tw, verify, p.Path, p.SHA256, src.Path) })
+		g.Go(func() error { return stageFile(tw, how, p.Path, p.SHA256, src.Path) })
 	}
 	return g.Wait()
 }
 
-// stageFile copies the local file src to the tree path p, unless it is there already
-// (with --verify, where the tree's copy is checked against sum).
-func stageFile(tw *tree.Writer, verify bool, p, sum, src string) error {
+// stageFile stages the local file src at the tree path p, copied, or with how.link linked
+// where the file system allows (tree.Writer.LinkFile), unless it is there already (with
+// --verify, where the tree's file is checked against sum).
+func stageFile(tw *tree.Writer, how poolSpec, p, sum, src string) error {
 	dst := filepath.Join(tw.Root(), filepath.FromSlash(p))
 	if src == dst {
 		return nil
 	}
-	if verify {
+	if how.verify {
 		if got, err := fileSHA256(dst); err == nil && got == sum {
 			return nil
 		}
+	}
+	if how.link {
+		return tw.LinkFile(p, src)
 	}
 	return tw.CopyFile(p, src)
 }

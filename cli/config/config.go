@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -128,6 +129,20 @@ type Output struct {
 	Tree     string `toml:"tree,omitempty"`
 	Manifest string `toml:"manifest,omitempty"`
 	Cache    string `toml:"cache,omitempty"`
+	// PoolFiles says how a pool file is made from its input: "copy" (the default) copies
+	// it, so that nothing done to the input later changes the tree (a file system with
+	// copy-on-write clones it in place of the copy); "link" makes it a hard link to the
+	// input where the file system allows, and copies it otherwise.
+	PoolFiles string `toml:"pool_files,omitempty"`
+}
+
+// check refuses an output setting that names no known way.
+func (o *Output) check() error {
+	switch o.PoolFiles {
+	case "", "link", "copy":
+		return nil
+	}
+	return fmt.Errorf("output.pool_files %q: use \"copy\" (the default) or \"link\" (a hard link to the input where the file system allows)", o.PoolFiles)
 }
 
 // Store is where push uploads: an rclone remote, or S3 settings from which one is made.
@@ -249,7 +264,7 @@ func (f *File) validate() error {
 	default:
 		return fmt.Errorf("signing.digest %q: use SHA256 or SHA512", f.Signing.Digest)
 	}
-	if err := f.checkTree(); err != nil {
+	if err := cmp.Or(f.checkTree(), f.Output.check()); err != nil {
 		return err
 	}
 	if f.Store.Remote != "" && f.Store.S3 != nil {

@@ -142,6 +142,11 @@ func TestParseRejects(t *testing.T) {
 			want: []string{"suite 1 (bookworm)", "keep_versions -1"},
 		},
 		{
+			name: "pool_files names a way",
+			data: good + "\n[output]\npool_files = \"symlink\"\n",
+			want: []string{`output.pool_files "symlink"`, `"link"`, `"copy"`},
+		},
+		{
 			name: "unknown section",
 			data: good + "\n[stores]\nremote = \"x\"\n",
 			want: []string{"unknown key", "| [stores]"},

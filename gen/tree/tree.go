@@ -41,14 +41,17 @@ type Writer struct {
 	stagingMount mountID
 	bg           errgroup.Group // writes started by Go; Commit and Abort wait for them
 
-	mu      sync.Mutex // guards what follows: CopyFile runs from several goroutines
-	staged  []staged
-	undo    []undo             // the renames of Commit (and alias links), to put back if the build fails
-	made    []string           // directories the build created, to remove if it fails
-	dirs    map[string]string  // a target directory → the directory its files are staged in
-	mounts  map[mountID]string // every mount written to → a directory on it, for syncfs
-	written int64
-	flushed bool // Commit flushed every mount in mounts
+	mu     sync.Mutex // guards what follows: CopyFile and LinkFile run from several goroutines
+	staged []staged
+	undo   []undo            // the renames of Commit (and alias links), to put back if the build fails
+	made   []string          // directories the build created, to remove if it fails
+	dirs   map[string]string // a target directory → the directory its files are staged in
+	// dirMounts are the mounts of the directories ensureDir knows to be there.
+	dirMounts map[string]mountID
+	mounts    map[mountID]string // every mount written to → a directory on it, for syncfs
+	written   int64
+	linked    int  // files LinkFile staged as links
+	flushed   bool // Commit flushed every mount in mounts
 
 	// Fault, when set, is called before each rename of a commit ("rename " and the file's
 	// path in the tree) and before the flush that follows them ("sync renames"); an error
@@ -76,20 +79,18 @@ const stagingDir = ".armor-staging"
 // creates it afresh.
 func Open(root string) (*Writer, error) {
 	w := &Writer{
-		root:    root,
-		staging: filepath.Join(root, stagingDir),
-		dirs:    map[string]string{},
-		mounts:  map[mountID]string{},
+		root:      root,
+		staging:   filepath.Join(root, stagingDir),
+		dirs:      map[string]string{},
+		dirMounts: map[string]mountID{},
+		mounts:    map[mountID]string{},
 	}
 	if err := os.RemoveAll(w.staging); err != nil {
 		return nil, fmt.Errorf("remove the staging directory a failed build left: %w", err)
 	}
-	if err := w.mkdirAll(w.staging); err != nil {
-		return nil, fmt.Errorf("create staging directory: %w", err)
-	}
-	m, err := mountOf(w.staging)
+	m, err := w.ensureDir(w.staging)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("create staging directory: %w", err)
 	}
 	w.stagingMount = m
 	w.mounts[m] = w.staging
@@ -101,30 +102,9 @@ func Open(root string) (*Writer, error) {
 
 func (w *Writer) tempFor(rel string) (string, error) {
 	final := filepath.Join(w.root, filepath.FromSlash(rel))
-	dir := filepath.Dir(final)
-	w.mu.Lock()
-	in, known := w.dirs[dir]
-	w.mu.Unlock()
-	if !known {
-		// Outside the lock: a first build makes a directory per source package, and
-		// MkdirAll is safe to race with itself.
-		if err := w.mkdirAll(dir); err != nil {
-			return "", fmt.Errorf("create directory %s: %w", dir, err)
-		}
-		m, err := mountOf(dir)
-		if err != nil {
-			return "", err
-		}
-		in = w.staging
-		if m != w.stagingMount {
-			in = dir
-		}
-		w.mu.Lock()
-		w.dirs[dir] = in
-		if _, ok := w.mounts[m]; !ok {
-			w.mounts[m] = dir
-		}
-		w.mu.Unlock()
+	in, err := w.stagingFor(filepath.Dir(final))
+	if err != nil {
+		return "", err
 	}
 	var rnd [6]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
@@ -141,23 +121,74 @@ func (w *Writer) tempFor(rel string) (string, error) {
 	return tmp, nil
 }
 
-// mkdirAll makes dir and its missing parents, and remembers those it made, so that a
-// build that fails takes them away again (Abort).
-func (w *Writer) mkdirAll(dir string) error {
-	var missing []string
-	for d := dir; d != filepath.Dir(d); d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); err == nil {
-			break
-		}
-		missing = append(missing, d)
+// stagingFor makes the directory dir of the tree if it is missing, and returns where
+// its files are staged: in the staging directory when dir is on its mount, else beside
+// their targets in dir itself.
+func (w *Writer) stagingFor(dir string) (string, error) {
+	w.mu.Lock()
+	in, known := w.dirs[dir]
+	w.mu.Unlock()
+	if known {
+		return in, nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+	// Outside the lock: a first build makes a directory per source package, from several
+	// goroutines, and Mkdir is safe to race with itself.
+	m, err := w.ensureDir(dir)
+	if err != nil {
+		return "", fmt.Errorf("create directory %s: %w", dir, err)
+	}
+	in = w.staging
+	if m != w.stagingMount {
+		in = dir
 	}
 	w.mu.Lock()
-	w.made = append(w.made, missing...)
+	defer w.mu.Unlock()
+	w.dirs[dir] = in
+	if _, ok := w.mounts[m]; !ok {
+		w.mounts[m] = dir
+	}
+	return in, nil
+}
+
+// ensureDir makes dir and its missing parents, remembers those it made, so that a build
+// that fails takes them away again (Abort), and returns dir's mount. A directory it makes
+// is on its parent's mount, so that only directories that were there are asked (statx):
+// a first build of many packages makes a directory per source package, and one mkdir
+// each is what it costs.
+func (w *Writer) ensureDir(dir string) (mountID, error) {
+	w.mu.Lock()
+	m, ok := w.dirMounts[dir]
 	w.mu.Unlock()
-	return nil
+	if ok {
+		return m, nil
+	}
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrNotExist) && filepath.Dir(dir) != dir {
+		if _, err := w.ensureDir(filepath.Dir(dir)); err != nil {
+			return mountID{}, err
+		}
+		err = os.Mkdir(dir, 0o755)
+	}
+	switch {
+	case err == nil:
+		if m, err = w.ensureDir(filepath.Dir(dir)); err != nil {
+			return mountID{}, err
+		}
+		w.mu.Lock()
+		w.made = append(w.made, dir)
+		w.mu.Unlock()
+	case errors.Is(err, fs.ErrExist):
+		// There already, or made meanwhile by another goroutine: ask.
+		if m, err = mountOf(dir); err != nil {
+			return mountID{}, err
+		}
+	default:
+		return mountID{}, err
+	}
+	w.mu.Lock()
+	w.dirMounts[dir] = m
+	w.mu.Unlock()
+	return m, nil
 }
 
 // WriteFile stages data at the slash-separated path rel, and at every path in also as
@@ -223,26 +254,60 @@ func (w *Writer) Root() string { return w.root }
 // those named by FlushAlso included.
 func (w *Writer) Flushed() bool { return w.flushed }
 
-// Staged returns how many files the writer staged and how many bytes it wrote for them.
-func (w *Writer) Staged() (files int, bytes int64) {
+// Staged returns how many files the writer staged, how many bytes it wrote for them, and
+// how many of them are links to their source (LinkFile), which wrote none.
+func (w *Writer) Staged() (files int, bytes int64, linked int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.staged), w.written
+	return len(w.staged), w.written, w.linked
 }
 
-// Go runs a staging call (WriteFile, CopyFile) in the background; Commit and Abort wait
+// Go runs a staging call (WriteFile, CopyFile, LinkFile) in the background; Commit and Abort wait
 // for every such call, and Commit fails with the first error.
 func (w *Writer) Go(stage func() error) { w.bg.Go(stage) }
 
 // Wait waits for the calls started by Go and returns the first error.
 func (w *Writer) Wait() error { return w.bg.Wait() }
 
-// CopyFile stages a copy of the file src at rel.
+// CopyFile stages a copy of the file src at rel. The copy is made by the kernel
+// (copy_file_range), which clones the file instead where the file system shares blocks
+// copy-on-write (Btrfs, XFS): as cheap as a link, and a later write to src leaves the
+// copy as it was.
 func (w *Writer) CopyFile(rel, src string) error {
 	tmp, err := w.tempFor(rel)
 	if err != nil {
 		return err
 	}
+	return w.copyTo(tmp, rel, src)
+}
+
+// LinkFile stages the file src at rel as a hard link to it where that is allowed: src on
+// the tree's file system, readable by everyone (a link shares its mode with src), and a
+// link the kernel permits (fs.protected_hardlinks refuses some). Otherwise it stages a
+// copy, as CopyFile does. A link is one system call where a copy writes the file again,
+// which a first build of many packages saves (aptly links its pool files the same way,
+// by default). The staged file then is src: src must be replaced (written elsewhere and
+// renamed), not rewritten in place, while the tree publishes it; gen links only when
+// told to (Options.LinkPool).
+func (w *Writer) LinkFile(rel, src string) error {
+	tmp, err := w.tempFor(rel)
+	if err != nil {
+		return err
+	}
+	if st, err := os.Stat(src); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o444 == 0o444 {
+		// AT_SYMLINK_FOLLOW: an input may be a symbolic link; the tree gets its target.
+		if unix.Linkat(unix.AT_FDCWD, src, unix.AT_FDCWD, tmp, unix.AT_SYMLINK_FOLLOW) == nil {
+			w.mu.Lock()
+			w.linked++
+			w.mu.Unlock()
+			return nil
+		}
+	}
+	return w.copyTo(tmp, rel, src)
+}
+
+// copyTo copies the file src to tmp, staged for rel.
+func (w *Writer) copyTo(tmp, rel, src string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("copy %s: %w", src, err)

@@ -95,3 +95,68 @@ func TestCommitWhereRenameFails(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkFile: a pool file is staged as a hard link to its source on the tree's file
+// system, through a symbolic link to it too; a source others may not read, or one on
+// another file system, is copied. Either way the committed file has the source's bytes.
+func TestLinkFile(t *testing.T) {
+	root := t.TempDir()
+	src := t.TempDir()
+	write := func(dir, name string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("package "+name+"\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+		return p
+	}
+	readable := write(src, "a.deb", 0o644)
+	private := write(src, "b.deb", 0o600)
+	elsewhere := write(otherMount(t), "c.deb", 0o644)
+	symlink := filepath.Join(src, "d.deb")
+	if err := os.Symlink(readable, symlink); err != nil {
+		t.Fatal(err)
+	}
+	w, err := Open(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		src, rel string
+		linked   bool
+	}{
+		{readable, "pool/main/a/a/a.deb", true},
+		{private, "pool/main/b/b/b.deb", false},
+		{elsewhere, "pool/main/c/c/c.deb", false},
+		{symlink, "pool/main/d/d/d.deb", true},
+	}
+	for _, c := range cases {
+		if err := w.LinkFile(c.rel, c.src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	w.Done()
+	for _, c := range cases {
+		dst := filepath.Join(root, filepath.FromSlash(c.rel))
+		a, errA := os.Stat(c.src)
+		b, errB := os.Lstat(dst)
+		if errA != nil || errB != nil {
+			t.Fatal(errA, errB)
+		}
+		if got := os.SameFile(a, b); got != c.linked {
+			t.Errorf("%s from %s: linked %v, want %v", c.rel, c.src, got, c.linked)
+		}
+		want, _ := os.ReadFile(c.src)
+		if got, err := os.ReadFile(dst); err != nil || string(got) != string(want) || !b.Mode().IsRegular() {
+			t.Errorf("%s: %q (%v), mode %v; want %q in a regular file", c.rel, got, err, b.Mode(), want)
+		}
+		if !c.linked && b.Mode().Perm() != 0o644 {
+			t.Errorf("%s: a copy has mode %v, want 0644", c.rel, b.Mode().Perm())
+		}
+	}
+}
