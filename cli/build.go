@@ -188,6 +188,9 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	if err != nil {
 		return nil, err
 	}
+	if res.Manifest != nil && !res.UpToDate {
+		check.seal(res.Manifest.ID)
+	}
 	if !res.UpToDate {
 		// What the release adds to its parent, for the push that follows: it then reads
 		// neither manifest. A record that cannot be written costs that push time only.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/gate"
@@ -25,8 +26,11 @@ var ErrRefused = errors.New("the check refused the release")
 // it found, for the build's output.
 type gateRun struct {
 	cfg     *config.File
-	cache   string    // the file keeping the packages checked last, by digest
-	written chan bool // closed once the cache is written; nil before a write started
+	cache   string            // the file keeping the packages checked last, by digest
+	stamp   string            // this armor's, for the snapshots it keeps (see gatekept.go)
+	bg      sync.WaitGroup    // the caches being written
+	sealers []func(id string) // what seal keeps, given the release's ID
+	kept    []string          // the suites checked from what the build before kept
 	loader  *base.Loader
 	reports []checkReport
 	notes   []string // warnings about bases (a kept copy served)
@@ -40,6 +44,7 @@ type checkReport struct {
 	Broken   []checkFinding      `json:"broken"`
 	External map[string][]string `json:"external,omitempty"`
 	report   *gate.Report
+	kept     bool // checked from what the build before kept
 }
 
 type checkFinding struct {
@@ -53,15 +58,16 @@ type checkFinding struct {
 }
 
 func newGateRun(cfg *config.File) *gateRun {
-	g := &gateRun{cfg: cfg, cache: filepath.Join(cfg.Resolve(cfg.Output.Cache), "gate-packages")}
+	g := &gateRun{cfg: cfg, cache: filepath.Join(cfg.Resolve(cfg.Output.Cache), "gate-packages"), stamp: stamp()}
 	g.loader = &base.Loader{Cache: filepath.Join(cfg.Resolve(cfg.Output.Cache), "base"), Warn: func(err error) { g.notes = append(g.notes, err.Error()) }}
 	return g
 }
 
 // hook is gen.Options.Gate.
 func (g *gateRun) hook(ctx context.Context, in *gen.GateInput) error {
-	// By .deb digest: parent and release share most, and the last check kept them.
-	parsed := g.loadCache()
+	// By .deb digest: parent and release share most, and the last check kept them. Read
+	// only for a suite that is not checked from what the last check kept.
+	var parsed map[string]*gate.Package
 	var refused []string
 	var checked []*gate.Package
 	defer func() { g.keep(checked) }()
@@ -73,6 +79,21 @@ func (g *gateRun) hook(ctx context.Context, in *gen.GateInput) error {
 		policy := gate.Policy(s.CheckPolicy())
 		if policy == gate.Off {
 			continue
+		}
+		if len(s.Base) == 0 {
+			rep, ok, err := g.keptCheck(ctx, s, in, added, removed)
+			if err != nil {
+				return err
+			}
+			if ok {
+				g.kept = append(g.kept, s.Codename)
+				g.reports = append(g.reports, rep)
+				refused = append(refused, refusals(policy, rep)...)
+				continue
+			}
+		}
+		if parsed == nil {
+			parsed = g.loadCache()
 		}
 		rel, relIdx, err := suitePackages(in.Packages, s.Codename, in.Stanza, parsed)
 		if err != nil {
@@ -112,17 +133,28 @@ func (g *gateRun) hook(ctx context.Context, in *gen.GateInput) error {
 			return err
 		}
 		g.reports = append(g.reports, rep)
-		if policy == gate.Refuse {
-			for _, f := range rep.report.New() {
-				refused = append(refused, f.String())
-			}
+		no := refusals(policy, rep)
+		if len(s.Base) == 0 && len(no) == 0 {
+			g.keepSnapshot(s, rel)
 		}
+		refused = append(refused, no...)
 	}
 	if len(refused) > 0 {
 		return fmt.Errorf("%w: %d package checks fail, and nothing was written:\n  %s\n(fix the packages, or set check = \"warn\" on the suite in %s to publish anyway)",
 			ErrRefused, len(refused), strings.Join(refused, "\n  "), g.cfg.Path)
 	}
 	return nil
+}
+
+// refusals returns the findings that refuse the release.
+func refusals(policy gate.Policy, rep checkReport) []string {
+	var out []string
+	if policy == gate.Refuse {
+		for _, f := range rep.report.New() {
+			out = append(out, f.String())
+		}
+	}
+	return out
 }
 
 // loadCache returns the packages the last check kept, by digest; none if it kept none
@@ -142,19 +174,20 @@ func (g *gateRun) keep(pkgs []*gate.Package) {
 	if len(pkgs) == 0 {
 		return
 	}
-	g.written = make(chan bool)
+	g.background(func() { _ = atomicfile.WriteFileUnsynced(g.cache, gate.EncodePackages(pkgs), 0o644) })
+}
+
+// background runs a write of a cache while the build goes on; wait waits for it.
+func (g *gateRun) background(write func()) {
+	g.bg.Add(1)
 	go func() {
-		defer close(g.written)
-		_ = atomicfile.WriteFileUnsynced(g.cache, gate.EncodePackages(pkgs), 0o644)
+		defer g.bg.Done()
+		write()
 	}()
 }
 
-// wait waits for the cache to be written.
-func (g *gateRun) wait() {
-	if g.written != nil {
-		<-g.written
-	}
-}
+// wait waits for the caches to be written.
+func (g *gateRun) wait() { g.bg.Wait() }
 
 // changeIndexes compares two package lists in canonical order and returns the indexes in
 // cur of the packages parent does not list as they are, and the indexes in parent of the
@@ -213,14 +246,7 @@ func (g *gateRun) check(ctx context.Context, s config.Suite, gs *gate.Suite) (ch
 	if err != nil {
 		return checkReport{}, fmt.Errorf("suite %s: %w", s.Codename, err)
 	}
-	out := checkReport{Suite: s.Codename, Policy: s.CheckPolicy(), Checked: rep.Checked, External: rep.External, Broken: []checkFinding{}, report: rep}
-	for _, f := range rep.Broken {
-		out.Broken = append(out.Broken, checkFinding{
-			Package: f.Package.Name, Version: f.Package.Version, Architecture: f.Package.Architecture,
-			In: f.Package.From, On: f.Architecture, Existing: f.Existing, Reasons: f.Reasons,
-		})
-	}
-	return out, nil
+	return reportOf(s, rep), nil
 }
 
 // suitePackages reads the binary packages of a suite (not the installer's .udeb) from
@@ -244,7 +270,7 @@ func suitePackages(pkgs []manifest.Package, suite string, stanza func(*manifest.
 
 // gatePackage returns p as the check reads it, if it is a binary package of the suite.
 func gatePackage(p *manifest.Package, suite string, stanza func(*manifest.Package) ([]byte, error), parsed map[string]*gate.Package) (gate.Package, bool, error) {
-	if p.Suite != suite || p.Architecture == "source" || strings.HasSuffix(p.Path, ".udeb") {
+	if !suiteBinary(p, suite) {
 		return gate.Package{}, false, nil
 	}
 	gp := parsed[p.SHA256]

@@ -14,7 +14,7 @@ func (u *Universe) Conflicts(id int32) []int32 {
 	if u.done[id]&conflDone != 0 {
 		return u.confl[id]
 	}
-	p := u.pkgs[id]
+	p := u.pkg(id)
 	out := slices.Clone(u.own(id))
 	check := func(q int32) {
 		if q != id && !slices.Contains(out, q) && slices.Contains(u.own(q), id) {
@@ -24,11 +24,11 @@ func (u *Universe) Conflicts(id int32) []int32 {
 	for _, q := range u.Lookup(p.Name) {
 		check(q)
 	}
-	for _, q := range u.conflicters[p.Name] {
+	for _, q := range u.conflictersOf(p.Name) {
 		check(q)
 	}
 	for _, pr := range p.Provides {
-		for _, q := range u.conflicters[pr.Name] {
+		for _, q := range u.conflictersOf(pr.Name) {
 			check(q)
 		}
 	}
@@ -47,7 +47,7 @@ func (u *Universe) own(id int32) []int32 {
 	if u.ownDone[id] {
 		return u.ownConfl[id]
 	}
-	p := u.pkgs[id]
+	p := u.pkg(id)
 	var out []int32
 	out = u.sameName(out, id)
 	for _, field := range [][]relation.Relation{p.Breaks, p.Conflicts} {
@@ -62,7 +62,7 @@ func (u *Universe) own(id int32) []int32 {
 			}
 			for _, a := range u.archs {
 				out = u.matchReal(out, c, a)
-				if len(u.provided[c.Name]) > 0 {
+				if len(u.providers(c.Name)) > 0 {
 					out = u.matchVirtual(out, c, a)
 				}
 			}
@@ -78,13 +78,13 @@ func (u *Universe) own(id int32) []int32 {
 // version (and whose Multi-Arch: foreign namesakes of other architectures stand in for
 // its own, as dose-distcheck reads them).
 func (u *Universe) sameName(out []int32, id int32) []int32 {
-	p := u.pkgs[id]
+	p := u.pkg(id)
 	arch := u.archOf(p)
 	for _, q := range u.Lookup(p.Name) {
 		if q == id {
 			continue
 		}
-		t := u.pkgs[q]
+		t := u.pkg(q)
 		switch {
 		case p.MultiArch != MASame:
 			out = append(out, q)
@@ -117,15 +117,15 @@ func (u *Universe) selfVirtual(out []int32, p *Package, c *relation.Relation) []
 	if len(u.Lookup(c.Name)) > 0 {
 		names = append(names, c.Name)
 	}
-	for _, pv := range u.provided[c.Name] {
-		names = append(names, u.pkgs[pv.pkg].Name)
+	for _, pv := range u.providers(c.Name) {
+		names = append(names, u.pkg(pv.pkg).Name)
 	}
 	for _, n := range names {
 		if n == p.Name {
 			continue
 		}
 		for _, q := range u.Lookup(n) {
-			t := u.pkgs[q]
+			t := u.pkg(q)
 			if c.Arch != "" && c.Arch != "any" && u.archOf(t) != u.target(c, u.archOf(p)) && t.MultiArch != MAForeign {
 				continue
 			}

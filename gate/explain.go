@@ -21,7 +21,7 @@ func (u *Universe) Explain(id int32) []string {
 	if lines := u.explainForced(id, dead); lines != nil {
 		return lines
 	}
-	p := u.pkgs[id]
+	p := u.pkg(id)
 	var deps []string
 	for _, field := range p.depFields() {
 		for _, alts := range field {
@@ -69,7 +69,7 @@ func (u *Universe) deadCone(id int32) map[int32]bool {
 // explainDead explains a package whose dependencies cannot be met: the first dependency
 // without a live candidate, and why each of its candidates is dead, to a small depth.
 func (u *Universe) explainDead(id int32, dead map[int32]bool, on map[int32]bool, depth int) []string {
-	p := u.pkgs[id]
+	p := u.pkg(id)
 	on[id] = true
 	defer delete(on, id)
 	indent := strings.Repeat("  ", depth)
@@ -89,7 +89,7 @@ func (u *Universe) explainDead(id int32, dead map[int32]bool, on map[int32]bool,
 			lines := []string{head + ": every package that meets it cannot be installed:"}
 			for _, c := range cands {
 				if on[c] || depth >= 4 {
-					lines = append(lines, fmt.Sprintf("%s  %s (its own dependencies cannot be met)", indent, u.pkgs[c].ID()))
+					lines = append(lines, fmt.Sprintf("%s  %s (its own dependencies cannot be met)", indent, u.pkg(c).ID()))
 					continue
 				}
 				lines = append(lines, u.explainDead(c, dead, on, depth+1)...)
@@ -106,10 +106,10 @@ func (u *Universe) offers(alts []relation.Relation, arch string) string {
 	for _, r := range alts {
 		var have []string
 		for _, id := range u.Lookup(r.Name) {
-			have = append(have, u.pkgs[id].Version+" ("+u.pkgs[id].Architecture+")")
+			have = append(have, u.pkg(id).Version+" ("+u.pkg(id).Architecture+")")
 		}
-		for _, pv := range u.provided[r.Name] {
-			t := u.pkgs[pv.pkg]
+		for _, pv := range u.providers(r.Name) {
+			t := u.pkg(pv.pkg)
 			what := "provided without a version (which meets no versioned relation) by " + t.ID()
 			if pv.versioned {
 				what = fmt.Sprintf("%s provided by %s", pv.ver, t.ID())
@@ -149,14 +149,14 @@ func (u *Universe) explainForced(id int32, dead map[int32]bool) []string {
 			}
 			if len(live) == 0 {
 				lines := []string{fmt.Sprintf("%s: Depends: %s: every package that meets it cannot be installed with another that %s needs:",
-					u.chain(via, p), relation.Alternatives(alts[k]), u.pkgs[id].ID())}
+					u.chain(via, p), relation.Alternatives(alts[k]), u.pkg(id).ID())}
 				for _, c := range cands {
 					if dead[c] {
 						continue
 					}
 					for _, q := range forced {
 						if slices.Contains(u.Conflicts(c), q) {
-							lines = append(lines, fmt.Sprintf("  %s conflicts with %s (needed as %s)", u.pkgs[c].ID(), u.pkgs[q].ID(), u.chain(via, q)))
+							lines = append(lines, fmt.Sprintf("  %s conflicts with %s (needed as %s)", u.pkg(c).ID(), u.pkg(q).ID(), u.chain(via, q)))
 							break
 						}
 					}
@@ -187,7 +187,7 @@ func (u *Universe) conflictsAny(c int32, set []int32) bool {
 func (u *Universe) chain(via map[int32]int32, p int32) string {
 	var names []string
 	for q := p; q >= 0; q = via[q] {
-		names = append(names, u.pkgs[q].ID())
+		names = append(names, u.pkg(q).ID())
 	}
 	slices.Reverse(names)
 	return strings.Join(names, " → ")
@@ -195,7 +195,7 @@ func (u *Universe) chain(via map[int32]int32, p int32) string {
 
 // depAlts returns the relations behind Depends(id), in its order.
 func (u *Universe) depAlts(id int32) [][]relation.Relation {
-	p := u.pkgs[id]
+	p := u.pkg(id)
 	var out [][]relation.Relation
 	for _, field := range p.depFields() {
 		for _, alts := range field {

@@ -87,49 +87,73 @@ func Check(ctx context.Context, s *Suite) (*Report, error) {
 	known := s.knownNames()
 	for _, arch := range s.Architectures {
 		u, ids := s.universe(s.Release, arch, known)
-		targets := s.targets(u, ids)
-		c := NewChecker(u)
-		var parent *Checker
-		var parentIDs map[identityKey]int32
-		for _, id := range targets {
-			rep.Checked++
-			p := u.Package(id)
-			if !s.HasBase {
-				noteExternal(rep.External, u, p, known)
-			}
-			ok, err := c.Installable(ctx, id)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				continue
-			}
-			f := Finding{Package: p, Architecture: arch, Reasons: u.Explain(id)}
-			if s.Parent != nil || s.Added != nil {
-				if parent == nil {
-					if s.Parent == nil && s.LoadParent != nil {
-						s.Parent = s.LoadParent()
-					}
-					pu, pids := s.universe(s.Parent, arch, known)
-					parent, parentIDs = NewChecker(pu), map[identityKey]int32{}
-					for _, id := range pids {
-						if id >= 0 {
-							parentIDs[identity(pu.Package(id))] = id
-						}
-					}
+		var parent func() *Universe
+		if s.Parent != nil || s.Added != nil {
+			parent = func() *Universe {
+				if s.Parent == nil && s.LoadParent != nil {
+					s.Parent = s.LoadParent()
 				}
-				if pid, ok := parentIDs[identity(p)]; ok {
-					had, err := parent.Installable(ctx, pid)
-					if err != nil {
-						return nil, err
-					}
-					f.Existing = !had
-				}
+				pu, _ := s.universe(s.Parent, arch, known)
+				return pu
 			}
-			rep.Broken = append(rep.Broken, f)
+		}
+		if err := judge(ctx, rep, u, arch, s.targets(u, ids), parent, known, s.HasBase); err != nil {
+			return nil, err
 		}
 	}
+	rep.sortExternal()
 	return rep, nil
+}
+
+// sortExternal sorts the packages listed for each external name, and drops repeats (a
+// package of "all", checked on each architecture).
+func (r *Report) sortExternal() {
+	for n, ids := range r.External {
+		slices.Sort(ids)
+		r.External[n] = slices.Compact(ids)
+	}
+}
+
+// judge checks the packages targets of u, for arch, and adds what it finds to rep.
+// parent, if set, makes the parent release's universe, for a finding, to tell whether
+// the parent had the same package and could not install it either.
+func judge(ctx context.Context, rep *Report, u *Universe, arch string, targets []int32, parent func() *Universe, known func(string) bool, hasBase bool) error {
+	c := NewChecker(u)
+	var pu *Universe
+	var pc *Checker
+	for _, id := range targets {
+		rep.Checked++
+		p := u.Package(id)
+		if !hasBase {
+			noteExternal(rep.External, u, p, known)
+		}
+		ok, err := c.Installable(ctx, id)
+		if err != nil {
+			return err
+		}
+		if ok {
+			continue
+		}
+		f := Finding{Package: p, Architecture: arch, Reasons: u.Explain(id)}
+		if parent != nil {
+			if pu == nil {
+				pu = parent()
+				pc = NewChecker(pu)
+			}
+			for _, pid := range pu.Lookup(p.Name) {
+				if int(pid) < pu.repo && identity(pu.Package(pid)) == identity(p) {
+					had, err := pc.Installable(ctx, pid)
+					if err != nil {
+						return err
+					}
+					f.Existing = !had
+					break
+				}
+			}
+		}
+		rep.Broken = append(rep.Broken, f)
+	}
+	return u.err
 }
 
 // knownNames returns whether the repository lists a name: a package of the release has

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func pkgsOf(t *testing.T, text string) []Package {
+func pkgsOf(t testing.TB, text string) []Package {
 	t.Helper()
 	pkgs, err := ReadPackages([]byte(text), "stable/main")
 	if err != nil {

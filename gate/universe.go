@@ -47,6 +47,18 @@ type Universe struct {
 	ownConfl [][]int32
 	ownDone  []bool
 	done     []uint8 // per package: depsDone | conflDone
+	// A universe read from a snapshot (see Snapshot.universe): its packages are those
+	// of sa but the ids in gone, then the packages added (pkgs[sa.len():]), whose
+	// lookups are the x maps. Packages are read when first asked for; the first that
+	// does not read is err, which the check returns.
+	snap      *Snapshot
+	sa        *snapArch
+	gone      map[int32]bool
+	xByName   map[string][]int32
+	xProvided map[string][]provide
+	xConfl    map[string][]int32
+	err       error
+
 	// DoseAny makes ":any" match as dose-distcheck 7 does (see matchReal): for
 	// comparisons with it, never for a verdict.
 	DoseAny bool
@@ -146,6 +158,12 @@ func (u *Universe) Lookup(name string) []int32 {
 	if ids, ok := u.memo[name]; ok {
 		return ids
 	}
+	if u.snap != nil {
+		ids := u.present(u.snap.lookup(u.sa, name))
+		ids = append(ids, u.xByName[name]...)
+		u.memo[name] = ids
+		return ids
+	}
 	var ids []int32
 	for r := 0; r+1 < len(u.runs); r++ {
 		lo, hi := int(u.runs[r]), int(u.runs[r+1])
@@ -169,11 +187,74 @@ func appendOnce(s []int32, id int32) []int32 {
 func (u *Universe) Len() int { return len(u.pkgs) }
 
 // Package returns package id.
-func (u *Universe) Package(id int32) *Package { return u.pkgs[id] }
+func (u *Universe) Package(id int32) *Package { return u.pkg(id) }
+
+// pkg returns package id, reading it from the snapshot the first time.
+func (u *Universe) pkg(id int32) *Package {
+	if p := u.pkgs[id]; p != nil {
+		return p
+	}
+	return u.decode(id)
+}
+
+// providers returns the packages that provide name.
+func (u *Universe) providers(name string) []provide {
+	if u.snap == nil {
+		return u.provided[name]
+	}
+	if pv, ok := u.provided[name]; ok {
+		return pv
+	}
+	x := u.sa.provided
+	lo, hi := u.snap.entries(x, name)
+	var out []provide
+	for k := lo; k < hi; k++ {
+		id := x.id(k)
+		if u.gone[id] {
+			continue
+		}
+		pv := provide{pkg: id}
+		if v := x.str(u.snap.blob, k, 12); v != "" {
+			pv.versioned = true
+			pv.ver, _ = version.Parse(v)
+		}
+		out = append(out, pv)
+	}
+	out = append(out, u.xProvided[name]...)
+	u.provided[name] = out
+	return out
+}
+
+// conflictersOf returns the packages whose Conflicts or Breaks name name.
+func (u *Universe) conflictersOf(name string) []int32 {
+	if u.snap == nil {
+		return u.conflicters[name]
+	}
+	if ids, ok := u.conflicters[name]; ok {
+		return ids
+	}
+	x := u.sa.conflicters
+	lo, hi := u.snap.entries(x, name)
+	var out []int32
+	for k := lo; k < hi; k++ {
+		out = append(out, x.id(k))
+	}
+	out = append(u.present(out), u.xConfl[name]...)
+	u.conflicters[name] = out
+	return out
+}
+
+// present drops from ids, in place, the snapshot's packages left out.
+func (u *Universe) present(ids []int32) []int32 {
+	if len(u.gone) == 0 {
+		return ids
+	}
+	return slices.DeleteFunc(ids, func(id int32) bool { return u.gone[id] })
+}
 
 // Known reports whether a package of the universe has or provides the name.
 func (u *Universe) Known(name string) bool {
-	return len(u.Lookup(name)) > 0 || len(u.provided[name]) > 0
+	return len(u.Lookup(name)) > 0 || len(u.providers(name)) > 0
 }
 
 // Essential returns, for each name some package marks Essential: yes, the packages that
@@ -196,7 +277,7 @@ func (u *Universe) Depends(id int32) [][]int32 {
 	if u.done[id]&depsDone != 0 {
 		return u.deps[id]
 	}
-	p := u.pkgs[id]
+	p := u.pkg(id)
 	arch := u.archOf(p)
 	var out [][]int32
 	for _, field := range p.depFields() {
@@ -266,7 +347,7 @@ func (u *Universe) target(r *relation.Relation, arch string) string {
 func (u *Universe) matchReal(out []int32, r *relation.Relation, arch string) []int32 {
 	want := u.target(r, arch)
 	for _, id := range u.Lookup(r.Name) {
-		t := u.pkgs[id]
+		t := u.pkg(id)
 		switch {
 		case want == "" && u.DoseAny:
 			out = append(out, id)
@@ -294,8 +375,8 @@ func (u *Universe) matchReal(out []int32, r *relation.Relation, arch string) []i
 // Multi-Arch: allowed.
 func (u *Universe) matchVirtual(out []int32, r *relation.Relation, arch string) []int32 {
 	want := u.target(r, arch)
-	for _, pv := range u.provided[r.Name] {
-		t := u.pkgs[pv.pkg]
+	for _, pv := range u.providers(r.Name) {
+		t := u.pkg(pv.pkg)
 		if r.Op != relation.Any && (!pv.versioned || !u.satisfies(pv.ver, r)) {
 			continue
 		}
