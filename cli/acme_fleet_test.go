@@ -84,46 +84,43 @@ func TestSharedCertificates(t *testing.T) {
 	work := t.TempDir()
 	project := filepath.Join(work, "project")
 	cas := filepath.Join(work, "store")
-	ctlAddr := freeAddr(t)
+	data := filepath.Join(work, "controld")
+	admin := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "admin",
+		"--for", "*", "--action", "admin", "--action", "push", "--action", "activate"))
+	edgeToken := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "edge",
+		"--for", "*", "--action", "read", "--action", "certs"))
+	ctlURL := startControld(t, nil, filepath.Join(work, "controld.log"), "controld", "--data-dir", data, "--store", cas)
 	armor(t, work, nil, "init", "--dir", project, "--name", "fleet", "--hostname", host,
-		"--key-algo", "eddsa", "--store", cas, "--controld", "http://"+ctlAddr)
+		"--key-algo", "eddsa", "--store", cas, "--controld", ctlURL)
 	debs := filepath.Join(project, "debs")
 	if _, err := synth.WriteOne(debs, "hello-fleet", "1.0-1", "amd64", ""); err != nil {
 		t.Fatal(err)
 	}
 	git(t, project, "init", "-q")
 	armor(t, project, nil, "build")
-	data := filepath.Join(work, "controld")
-	admin := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "admin",
-		"--for", "*", "--action", "admin", "--action", "push", "--action", "activate"))
-	edgeToken := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "edge",
-		"--for", "*", "--action", "read", "--action", "certs"))
-	daemon(t, nil, filepath.Join(work, "controld.log"), "controld", "--listen", ctlAddr, "--data-dir", data, "--store", cas)
-	waitHTTP(t, "http://"+ctlAddr+"/v1/healthz")
 	env := []string{"ARMOR_TOKEN=" + admin}
 	armor(t, project, env, "repos", "create")
 	armor(t, project, env, "push")
 
-	edges := make([]*httpsEdge, 3)
-	var plains, tlss []string
-	for i := range edges {
-		edges[i] = &httpsEdge{plain: freeAddr(t), admin: freeAddr(t), tls: freeAddr(t), log: filepath.Join(work, fmt.Sprintf("edge%d.log", i))}
-		plains, tlss = append(plains, edges[i].plain), append(tlss, edges[i].tls)
-	}
 	// The CA's validations reach the edges through balancers, which never send them to
-	// edge 0, where the first order is made.
-	httpLB := acmetest.NewBalancer(t, "127.0.0.1:0", plains...)
-	tlsLB := acmetest.NewBalancer(t, "127.0.0.1:0", tlss...)
+	// edge 0, where the first order is made. They are made first (pebble needs their
+	// ports, the edges pebble's address) and told the edges' addresses once announced.
+	httpLB := acmetest.NewBalancer(t, "127.0.0.1:0")
+	tlsLB := acmetest.NewBalancer(t, "127.0.0.1:0")
 	notFirst := func(n int) int { return 1 + n%2 }
 	httpLB.Route(notFirst)
 	tlsLB.Route(notFirst)
 	peb := acmetest.Start(t, acmetest.Options{HTTPPort: httpLB.Port, TLSPort: tlsLB.Port, Validity: validity})
 	roots, rootPEM := peb.Root(t)
-	for i, e := range edges {
-		cfg := fmt.Sprintf(`listen = %q
-admin_listen = %q
-tls_listen = %q
-controld = "http://%s"
+	edges := make([]*httpsEdge, 3)
+	var plains, tlss []string
+	for i := range edges {
+		e := &httpsEdge{log: filepath.Join(work, fmt.Sprintf("edge%d.log", i))}
+		edges[i] = e
+		cfg := fmt.Sprintf(`listen = "127.0.0.1:0"
+admin_listen = "127.0.0.1:0"
+tls_listen = "127.0.0.1:0"
+controld = %q
 store = %q
 state_dir = %q
 acme_ca = %q
@@ -132,13 +129,18 @@ acme_email = "ops@fleet.test"
 acme_storage = "controld"
 acme_lock_ttl = "4s"
 acme_renew_interval = "1s"
-`, e.plain, e.admin, e.tls, ctlAddr, cas, filepath.Join(work, fmt.Sprintf("edge%d", i)), peb.Dir, peb.CAFile)
+`, ctlURL, cas, filepath.Join(work, fmt.Sprintf("edge%d", i)), peb.Dir, peb.CAFile)
 		file := filepath.Join(work, fmt.Sprintf("edged%d.toml", i))
 		if err := os.WriteFile(file, []byte(cfg), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		e.cmd = daemon(t, []string{"ARMOR_EDGE_TOKEN=" + edgeToken}, e.log, "edged", "--config-file", file, "--log-format", "json")
+		p, addrs := startAnnounced(t, []string{"ARMOR_EDGE_TOKEN=" + edgeToken}, e.log, "edged listening",
+			"edged", "--config-file", file, "--log-format", "json")
+		e.cmd, e.plain, e.admin, e.tls = p.cmd, addrs["listen"], addrs["admin"], addrs["tls"]
+		plains, tlss = append(plains, e.plain), append(tlss, e.tls)
 	}
+	httpLB.SetBackends(plains...)
+	tlsLB.SetBackends(tlss...)
 	for _, e := range edges {
 		waitHTTP(t, "http://"+e.admin+"/readyz")
 	}

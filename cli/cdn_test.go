@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/armor-apt/armor/cli"
+	"github.com/armor-apt/armor/internal/testkit/acmetest"
 	"github.com/armor-apt/armor/internal/testkit/apttest"
 	"github.com/armor-apt/armor/internal/testkit/cdntest"
 	"github.com/armor-apt/armor/internal/testkit/synth"
@@ -26,9 +27,13 @@ func TestCDN(t *testing.T) {
 	work := t.TempDir()
 	project := filepath.Join(work, "project")
 	cas := filepath.Join(work, "store")
-	ctlAddr := freeAddr(t)
+	data := filepath.Join(work, "controld")
+	admin := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "admin",
+		"--for", "*", "--action", "admin", "--action", "push", "--action", "activate"))
+	edgeToken := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "edge", "--for", "*", "--action", "read"))
+	ctlURL := startControld(t, nil, filepath.Join(work, "controld.log"), "controld", "--data-dir", data, "--store", cas)
 	armor(t, work, nil, "init", "--dir", project, "--name", "cdn", "--hostname", host,
-		"--key-algo", "eddsa", "--store", cas, "--controld", "http://"+ctlAddr)
+		"--key-algo", "eddsa", "--store", cas, "--controld", ctlURL)
 	debs := filepath.Join(project, "debs")
 	loop := newAptLoop()
 	deb, err := synth.WriteOne(debs, pkg, "1.0-1", "amd64", "")
@@ -38,37 +43,31 @@ func TestCDN(t *testing.T) {
 	loop.published(t, deb)
 	git(t, project, "init", "-q")
 	armor(t, project, nil, "build")
-	data := filepath.Join(work, "controld")
-	admin := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "admin",
-		"--for", "*", "--action", "admin", "--action", "push", "--action", "activate"))
-	edgeToken := strings.TrimSpace(armor(t, work, nil, "controld", "token", "--data-dir", data, "edge", "--for", "*", "--action", "read"))
-	daemon(t, nil, filepath.Join(work, "controld.log"), "controld", "--listen", ctlAddr, "--data-dir", data, "--store", cas)
-	waitHTTP(t, "http://"+ctlAddr+"/v1/healthz")
 	env := []string{"ARMOR_TOKEN=" + admin}
 	armor(t, project, env, "repos", "create")
 	armor(t, project, env, "push")
 
 	var edges, admins []string
 	for i := range 2 {
-		addr, adm := freeAddr(t), freeAddr(t)
-		daemon(t, []string{"ARMOR_EDGE_TOKEN=" + edgeToken}, filepath.Join(work, fmt.Sprintf("edge%d.log", i)), "edged",
-			"--listen", addr, "--admin-listen", adm, "--controld", "http://"+ctlAddr, "--store", cas,
-			"--state-dir", filepath.Join(work, fmt.Sprintf("edge%d", i)))
+		addr, adm := startEdge(t, []string{"ARMOR_EDGE_TOKEN=" + edgeToken}, filepath.Join(work, fmt.Sprintf("edge%d.log", i)),
+			"edged", "--controld", ctlURL, "--store", cas, "--state-dir", filepath.Join(work, fmt.Sprintf("edge%d", i)))
 		waitHTTP(t, "http://"+adm+"/readyz")
 		edges, admins = append(edges, addr), append(admins, "http://"+adm)
 	}
 	cdn := cdntest.Start(t, "../configs/cdn/varnish.vcl", edges, host, "/dists/stable/InRelease")
 
-	// The purger, fed by controld's activate webhook.
-	purgerAddr := freeAddr(t)
-	secret := armor(t, project, env, "hooks", "add", "http://"+purgerAddr+"/", "--event", "activate", "--event", "rollback", "--event", "key")
+	// The purger, fed by controld's activate webhook at an address that forwards to the
+	// purger once it listens (the hook's secret must exist before it starts).
+	purgerLB := acmetest.NewBalancer(t, "127.0.0.1:0")
+	secret := armor(t, project, env, "hooks", "add", "http://"+purgerLB.Addr+"/", "--event", "activate", "--event", "rollback", "--event", "key")
 	secretFile := filepath.Join(work, "purger.secret")
 	if err := os.WriteFile(secretFile, []byte(secret), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	purgerLog := filepath.Join(work, "purger.log")
-	daemon(t, nil, purgerLog, "cdn", "purger", "--listen", purgerAddr, "--purge-url", cdn.URL,
+	_, purger := startAnnounced(t, nil, purgerLog, "cdn purger listening", "cdn", "purger", "--listen", "127.0.0.1:0", "--purge-url", cdn.URL,
 		"--edge", admins[0], "--edge", admins[1], "--secret-file", secretFile, "--log-format", "json")
+	purgerLB.SetBackends(purger["addr"])
 
 	t.Setenv("ARMOR_TOKEN", admin) // for armorIn
 	for i := range 2 {

@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -63,14 +64,9 @@ func startAnnounced(t *testing.T, env []string, logPath, msg string, args ...str
 			t.Fatal(err)
 		}
 		for _, line := range strings.Split(string(data[from:]), "\n") {
-			if !strings.Contains(line, `msg="`+msg+`"`) {
-				continue
+			if fields := announcement(line, msg); fields != nil {
+				return p, fields
 			}
-			fields := map[string]string{}
-			for _, m := range logField.FindAllStringSubmatch(line, -1) {
-				fields[m[1]] = strings.Trim(m[2], `"`)
-			}
-			return p, fields
 		}
 		select {
 		case <-p.done:
@@ -82,6 +78,29 @@ func startAnnounced(t *testing.T, env []string, logPath, msg string, args ...str
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// announcement returns the fields of a log line (slog's text or JSON) whose message is
+// msg, or nil.
+func announcement(line, msg string) map[string]string {
+	fields := map[string]string{}
+	var rec map[string]any
+	switch {
+	case json.Unmarshal([]byte(line), &rec) == nil:
+		if rec["msg"] != msg {
+			return nil
+		}
+		for k, v := range rec {
+			fields[k] = fmt.Sprint(v)
+		}
+	case strings.Contains(line, `msg="`+msg+`"`):
+		for _, m := range logField.FindAllStringSubmatch(line, -1) {
+			fields[m[1]] = strings.Trim(m[2], `"`)
+		}
+	default:
+		return nil
+	}
+	return fields
 }
 
 // faultSite is the deployment under test.
