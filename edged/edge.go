@@ -48,8 +48,12 @@ type Edge struct {
 	// draining is set when a public listener begins its graceful shutdown: /readyz
 	// answers 503 from then on. serving counts the public listeners still serving; the
 	// admin listener outlives them, so a balancer sees the drain.
-	draining  atomic.Bool
-	serving   atomic.Int32
+	draining atomic.Bool
+	serving  atomic.Int32
+	// caughtUp is set once Sync's first poll of controld has ended, applied or failed:
+	// routes loaded from state_dir may be older than what the other edges serve, so
+	// /readyz waits for it.
+	caughtUp  atomic.Bool
 	probeNext atomic.Uint64 // the site whose manifest /healthz asks the store for next
 
 	applyMu  sync.Mutex          // serialises apply

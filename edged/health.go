@@ -46,7 +46,7 @@ type componentHealth struct {
 
 // healthReport is the /healthz and /readyz answer.
 type healthReport struct {
-	// Status is "ok", "degraded", "no routes loaded" or "shutting down".
+	// Status is "ok", "degraded", "no routes loaded", "catching up" or "shutting down".
 	Status        string          `json:"status"`
 	RoutesVersion uint64          `json:"routes_version"`
 	Sites         int             `json:"sites"`
@@ -65,12 +65,18 @@ func (e *Edge) healthz(w http.ResponseWriter, r *http.Request) {
 
 // readyz is the load balancer's check: 200 {"status":"ok"} while this edge should take
 // traffic (its routes are loaded, the store and controld answer, as for healthz), 503
-// otherwise, and 503 "shutting down" from the moment a graceful shutdown begins, so a
-// balancer stops sending new clients while the requests in flight finish.
+// otherwise; 503 "catching up" after a start until its first poll of controld has
+// ended (routes from state_dir may be older than the other edges': a client sent here
+// with a newer InRelease would miss its by-hash indexes); and 503 "shutting down" from
+// the moment a graceful shutdown begins, so a balancer stops sending new clients while
+// the requests in flight finish.
 func (e *Edge) readyz(w http.ResponseWriter, r *http.Request) {
 	rep := e.health(r.Context())
-	if e.draining.Load() {
+	switch {
+	case e.draining.Load():
 		rep.Status = "shutting down"
+	case rep.Status == "ok" && !e.caughtUp.Load():
+		rep.Status = "catching up"
 	}
 	writeHealth(w, rep, rep.Status == "ok")
 }

@@ -185,7 +185,25 @@ type fakeControld struct {
 	mu      sync.Mutex
 	feed    api.Routes
 	changed chan struct{}
+	held    chan struct{} // non-nil: routes requests wait until it is closed
 	polls   atomic.Int64
+}
+
+// hold makes routes requests wait, unanswered, until the returned release is called.
+func (c *fakeControld) hold() (release func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	held := make(chan struct{})
+	c.held = held
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			c.mu.Lock()
+			c.held = nil
+			c.mu.Unlock()
+			close(held)
+		})
+	}
 }
 
 func newFakeControld(t testing.TB) *fakeControld {
@@ -227,6 +245,16 @@ func (c *fakeControld) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
+	}
+	c.mu.Lock()
+	held := c.held
+	c.mu.Unlock()
+	if held != nil {
+		select {
+		case <-held:
+		case <-r.Context().Done():
+			return
+		}
 	}
 	deadline := time.After(wait)
 	for {

@@ -1,6 +1,7 @@
 package edged
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -71,6 +72,61 @@ func TestReadyz(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if r := wantProbes(t, f.edge.admin, 503, "degraded"); r.Controld.OK || !r.Store.OK {
 		t.Fatalf("controld down: %+v", r)
+	}
+}
+
+// TestReadyzCatchingUp: an edge started on routes from its state_dir serves them at
+// once, but is not ready for a load balancer until its first poll has asked controld
+// what is current (a client sent to it meanwhile could hold a newer InRelease from
+// another edge and miss its by-hash indexes here). That first poll does not long-poll:
+// with nothing new, the edge is ready at once, not after [poll] wait.
+func TestReadyzCatchingUp(t *testing.T) {
+	st, ctl := newTestStore(), newFakeControld(t)
+	a := makeRelease(t, st, "demo", "2026-11-20T10:00:00Z", aptTree("demo", 1))
+	cfg := testConfig(t, ctl)
+	e := startEdge(t, cfg, st)
+	e.waitVersion(t, ctl.set(feedSite("demo", []string{hostA}, a)))
+	e.stop()
+
+	b := makeRelease(t, st, "demo", "2026-11-21T10:00:00Z", aptTree("demo", 2))
+	v := ctl.set(feedSite("demo", []string{hostA}, b, a))
+	release := ctl.hold()
+	e = startEdge(t, cfg, st)
+	if code, body := getStatus(e.addr, hostA, "/dists/stable/InRelease"); code != 200 || !bytes.Equal(body, a.object("dists/stable/InRelease")) {
+		t.Fatalf("restarted edge, controld not heard from: %d %q; want the InRelease of the routes on disk", code, body)
+	}
+	for range 3 {
+		if code, r := probe(t, e.admin, "/readyz"); code != 503 || r.Status != "catching up" {
+			t.Fatalf("/readyz before the first poll ended: %d %+v; want 503 catching up", code, r)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	release()
+	e.waitVersion(t, v)
+	waitReady(t, e.admin, 5*time.Second)
+	e.stop()
+
+	start := time.Now()
+	e = startEdge(t, cfg, st) // nothing new: the first poll answers 304 at once
+	waitReady(t, e.admin, 5*time.Second)
+	if took := time.Since(start); took >= cfg.Poll.Wait.D() {
+		t.Fatalf("ready after %v: the first poll waited like a long poll", took)
+	}
+}
+
+// waitReady waits until /readyz answers 200.
+func waitReady(t *testing.T, admin string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		code, r := probe(t, admin, "/readyz")
+		if code == 200 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d %+v after %v", code, r, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

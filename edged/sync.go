@@ -33,6 +33,7 @@ func (e *Edge) Sync(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		e.caughtUp.Store(true)
 		switch {
 		case err == nil:
 			backoff = minB
@@ -85,13 +86,18 @@ func (e *Edge) syncOnce(ctx context.Context) error {
 	return e.apply(ctx, r, time.Now(), true, true)
 }
 
-// poll fetches the routes feed: at once when no routes are loaded, else as a long poll
-// that returns errNotModified when the version did not change.
+// poll fetches the routes feed: at once when no routes are loaded or none has been
+// confirmed by controld since the edge started (it asks whether those from state_dir
+// are current), else as a long poll that returns errNotModified when the version did
+// not change.
 func (e *Edge) poll(ctx context.Context) (*api.Routes, error) {
 	var since uint64
 	var wait time.Duration
 	if cur := e.table.Load(); cur != nil {
-		since, wait = cur.version, e.cfg.Poll.Wait.D()
+		since = cur.version
+		if e.feed.polled.Load() {
+			wait = e.cfg.Poll.Wait.D()
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, wait+30*time.Second)
 	defer cancel()
@@ -211,6 +217,9 @@ func (e *Edge) apply(ctx context.Context, r *api.Routes, seen time.Time, save, w
 	}
 	for _, s := range next.sites {
 		s.routes.confirmed.Store(seenNano)
+	}
+	if save { // routes from controld, not from state_dir: current as they become visible
+		e.caughtUp.Store(true)
 	}
 	e.table.Store(next)
 	e.m.setRoutes(next)
