@@ -4,8 +4,8 @@ package cli_test
 // their ACME certificates through controld, an S3 store, Varnish in front of the edges
 // purged by webhooks, every one a real process on loopback, each on ports the kernel
 // chose. A pipeline pushes and apt clients loop, over https through a balancer in front
-// of the edges and over http through Varnish, while each edge, each replica and
-// PostgreSQL are killed (SIGKILL) in turn and started again.
+// of the edges (checking their /readyz) and over http through Varnish, while each
+// edge, each replica and PostgreSQL are killed (SIGKILL) in turn and started again.
 
 import (
 	"bytes"
@@ -263,6 +263,14 @@ func TestFleet(t *testing.T) {
 	}
 	httpLB.SetBackends(plains...)
 	tlsLB.SetBackends(tlss...)
+	// They send clients only to the edges whose /readyz answers 200, as the deployment's
+	// balancer does (README).
+	plainReady, tlsReady := map[string]string{}, map[string]string{}
+	for _, e := range f.edges {
+		plainReady[e.plain], tlsReady[e.tls] = "http://"+e.admin+"/readyz", "http://"+e.admin+"/readyz"
+	}
+	httpLB.Check(t, plainReady, 250*time.Millisecond)
+	tlsLB.Check(t, tlsReady, 250*time.Millisecond)
 
 	// The certificate, ordered at the first handshake (through the balancer, so any edge),
 	// before the faults: an edge killed while it orders is another story (see
@@ -390,7 +398,7 @@ func (f *fleet) report(loop *aptLoop, faults time.Duration, tlsLB *acmetest.Bala
 	if err != nil {
 		t.Error(err)
 	}
-	t.Logf("fleet: the balancer sent %d https connections on to another edge when the one it picked was down; "+
+	t.Logf("fleet: the balancer sent %d https connections to another edge than the one it picked (not ready, or refusing); "+
 		"Varnish answered %d requests from its cache, fetched %d from the edges and retried %d of those on another edge",
 		tlsLB.Redispatched(), vc["MAIN.cache_hit"], vc["MAIN.backend_req"], vc["MAIN.backend_retry"])
 	t.Logf("fleet: certificate orders: %d; https connections per edge: %v", orders, tlsLB.Sent())

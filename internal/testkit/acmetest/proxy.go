@@ -78,7 +78,8 @@ type Balancer struct {
 	hold     chan struct{} // non-nil: new connections wait for it to close
 	held     chan struct{} // closed when a connection waits
 	sent     map[string]int
-	redisp   int // connections sent on to another backend than the one picked
+	down     map[string]bool // backends whose last check failed
+	redisp   int             // connections sent to another backend than the one picked
 }
 
 // NewBalancer listens on addr ("127.0.0.1:0" for any port) until the test ends, in front
@@ -91,7 +92,7 @@ func NewBalancer(t testing.TB, addr string, backends ...string) *Balancer {
 		t.Fatal(err)
 	}
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	b := &Balancer{Addr: ln.Addr().String(), backends: backends, sent: map[string]int{}}
+	b := &Balancer{Addr: ln.Addr().String(), backends: backends, sent: map[string]int{}, down: map[string]bool{}}
 	b.Port, _ = strconv.Atoi(port)
 	b.pick = func(n int) int { return n }
 	go func() {
@@ -156,8 +157,74 @@ func (b *Balancer) Sent() map[string]int {
 	return out
 }
 
-// Redispatched counts the connections whose chosen backend refused them, sent on to
-// another.
+// dial connects to the backend picked for the next connection, or when it failed its
+// check or refuses, to the next: checked backends first, the others if none answers.
+func (b *Balancer) dial() net.Conn {
+	b.mu.Lock()
+	first := b.pick(b.count)
+	b.count++
+	var order []string
+	picked := ""
+	if len(b.backends) > 0 {
+		picked = b.backends[first%len(b.backends)]
+	}
+	for _, ready := range []bool{true, false} {
+		for i := range b.backends {
+			if target := b.backends[(first+i)%len(b.backends)]; b.down[target] != ready {
+				order = append(order, target)
+			}
+		}
+	}
+	b.mu.Unlock()
+	for _, target := range order {
+		if up, err := net.DialTimeout("tcp", target, 2*time.Second); err == nil {
+			b.mu.Lock()
+			b.sent[target]++
+			if target != picked {
+				b.redisp++
+			}
+			b.mu.Unlock()
+			return up
+		}
+	}
+	return nil
+}
+
+// Check asks each backend's health URL (health[backend], e.g. an edge's /readyz) every
+// interval until the test ends, and sends new connections only to backends whose last
+// answer was 200, or to the others when none is: HAProxy's option httpchk, failing
+// open. Until its first check a backend counts as ready.
+func (b *Balancer) Check(t testing.TB, health map[string]string, every time.Duration) {
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	t.Cleanup(func() { close(stop); <-done })
+	client := &http.Client{Timeout: every + time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			for backend, url := range health {
+				resp, err := client.Get(url)
+				ready := err == nil && resp.StatusCode == http.StatusOK
+				if err == nil {
+					resp.Body.Close()
+				}
+				b.mu.Lock()
+				b.down[backend] = !ready
+				b.mu.Unlock()
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+// Redispatched counts the connections sent to another backend than the one picked,
+// because that one failed its check or refused them.
 func (b *Balancer) Redispatched() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -178,25 +245,7 @@ func (b *Balancer) serve(c net.Conn) {
 		}
 		<-hold
 	}
-	b.mu.Lock()
-	first := b.pick(b.count)
-	b.count++
-	backends := b.backends
-	b.mu.Unlock()
-	var up net.Conn
-	for i := range backends {
-		target := backends[(first+i)%len(backends)]
-		var err error
-		if up, err = net.DialTimeout("tcp", target, 2*time.Second); err == nil {
-			b.mu.Lock()
-			b.sent[target]++
-			if i > 0 {
-				b.redisp++
-			}
-			b.mu.Unlock()
-			break
-		}
-	}
+	up := b.dial()
 	if up == nil {
 		return
 	}
