@@ -426,7 +426,8 @@ func (f *fleet) report(loop *aptLoop, faults time.Duration, tlsLB *acmetest.Bala
 }
 
 // explain sorts the failed apt runs: a run that was under way when an edge was killed
-// may fail (its connection went with the edge, and apt does not retry every failure);
+// may fail (its connection may have gone with the edge, and apt does not retry every
+// failure);
 // Varnish and the balancer send every later request to the living edges. Any other
 // failure, and any failure while a replica or PostgreSQL was down (the edges serve
 // from what they have), is unexplained. met counts the runs under way at an edge's
