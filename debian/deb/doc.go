@@ -13,4 +13,8 @@
 // versions are checked with pault.ag/go/debian/version.
 // Source packages (.dsc) are read in dsc.go with pault.ag/go/debian/control: the .dsc
 // is parsed, every file it names is checked beside it, and its Sources stanza is written.
+// Packages and Sources indexes are read in index.go, streaming, by a parser of its own:
+// go-debian decodes every field of every stanza into structures, where
+// controld needs a few fields of each, and a reader strict where apt and a lenient
+// parser could read one text two ways.
 package deb
