@@ -110,5 +110,6 @@ func bigTree(b *testing.B, repo, parent string, key *sign.Key, n int) *tree {
 			Name: fmt.Sprintf("p%05d", i), Version: "1", Architecture: "all", Path: p, Size: int64(len(data)), SHA256: digest(data)})
 	}
 	tr.m.Sort()
+	tr.index(b)
 	return tr
 }

@@ -51,6 +51,11 @@ type Config struct {
 	MaxManifest int64 `toml:"max_manifest"`
 	// StoreConcurrency bounds the parallel object checks of one recording (default 32).
 	StoreConcurrency int `toml:"store_concurrency"`
+	// IndexCacheEntries bounds what controld keeps in memory of the indexes it read, in
+	// stanzas (16 bytes each; default 2,097,152, about 32 MiB). An index it keeps is not
+	// read again when a release shares it, and a changed one is read only where it
+	// changed; one it no longer keeps is read whole.
+	IndexCacheEntries int `toml:"index_cache_entries"`
 	// ShutdownTimeout bounds the graceful shutdown (default 10s).
 	ShutdownTimeout duration.Duration `toml:"shutdown_timeout"`
 
@@ -134,6 +139,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShutdownTimeout.D() == 0 {
 		c.ShutdownTimeout = duration.Duration(DefaultShutdownTimeout)
+	}
+	if c.IndexCacheEntries == 0 {
+		c.IndexCacheEntries = DefaultIndexCacheEntries
 	}
 	if c.GCGrace.D() == 0 {
 		c.GCGrace = duration.Duration(DefaultGCGrace)

@@ -13,6 +13,8 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"github.com/armor-apt/armor/controld/state"
 	"github.com/armor-apt/armor/controld/state/bolt"
 	"github.com/armor-apt/armor/debian/sign"
+	genindex "github.com/armor-apt/armor/gen/index"
 	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/store"
 )
@@ -154,11 +157,17 @@ func (f *fixture) repo(name string, hosts ...string) {
 	}
 }
 
-// tree is a tiny signed repository: one package in stable/main, its Packages index
-// (also by-hash), Release, InRelease and Release.gpg.
+// tree is a tiny signed repository: packages in stable/main (amd64), their Packages
+// index (also by-hash), Release, InRelease and Release.gpg.
 type tree struct {
 	files map[string][]byte
 	m     *manifest.Manifest
+	key   *sign.Key
+	date  string // the Release's Date
+	// gz publishes the index as armor build does: Packages.gz and Packages.xz of chunked
+	// gzip members (gen/index) with their by-hash copies; Release also lists the
+	// uncompressed Packages, which is not served.
+	gz bool
 }
 
 func digest(b []byte) string {
@@ -178,27 +187,74 @@ func (tr *tree) set(path string, data []byte) {
 	tr.m.Files = append(tr.m.Files, manifest.File{Path: path, Size: int64(len(data)), SHA256: digest(data)})
 }
 
+// unset removes a file from the tree and the manifest.
+func (tr *tree) unset(path string) {
+	delete(tr.files, path)
+	tr.m.Files = slices.DeleteFunc(tr.m.Files, func(f manifest.File) bool { return f.Path == path })
+}
+
 // newTree builds a release of repo whose package has the given version, signed by key.
 func newTree(t testing.TB, repo, parent, version string, key *sign.Key) *tree {
 	t.Helper()
-	deb := []byte("not really a deb: hello " + version + "\n")
-	pool := "pool/main/h/hello/hello_" + version + "_amd64.deb"
-	packages := fmt.Appendf(nil, "Package: hello\nVersion: %s\nArchitecture: amd64\nFilename: %s\nSize: %d\nSHA256: %s\n",
-		version, pool, len(deb), digest(deb))
-	release := fmt.Appendf(nil, "Origin: test\nSuite: stable\nCodename: stable\nDate: Sun, 22 Nov 2026 08:00:00 UTC\n"+
-		"Acquire-By-Hash: yes\nComponents: main\nArchitectures: amd64\nSHA256:\n %s %16d main/binary-amd64/Packages\n",
-		digest(packages), len(packages))
-	tr := &tree{files: map[string][]byte{}, m: &manifest.Manifest{
+	tr := &tree{files: map[string][]byte{}, key: key, date: "Sun, 22 Nov 2026 08:00:00 UTC", m: &manifest.Manifest{
 		Schema: manifest.SchemaVersion, Repository: repo, Parent: parent, Date: "2026-11-22T08:00:00Z",
-		Packages: []manifest.Package{{Suite: "stable", Component: "main", Name: "hello", Version: version,
-			Architecture: "amd64", Path: pool, Size: int64(len(deb)), SHA256: digest(deb)}},
 	}}
-	tr.files[pool] = deb
-	tr.set("dists/stable/main/binary-amd64/Packages", packages)
-	tr.set("dists/stable/main/binary-amd64/by-hash/SHA256/"+digest(packages), packages)
-	tr.set("dists/stable/Release", release)
-	tr.sign(t, key)
+	tr.add("hello", version, []byte("not really a deb: hello "+version+"\n"))
+	tr.index(t)
 	return tr
+}
+
+// add puts a package of stable/main (amd64) in the tree and the manifest; index then
+// lists it.
+func (tr *tree) add(name, version string, deb []byte) {
+	pool := "pool/main/" + name[:1] + "/" + name + "/" + name + "_" + version + "_amd64.deb"
+	tr.files[pool] = deb
+	tr.m.Packages = append(tr.m.Packages, manifest.Package{Suite: "stable", Component: "main", Name: name, Version: version,
+		Architecture: "amd64", Path: pool, Size: int64(len(deb)), SHA256: digest(deb)})
+	tr.m.Sort()
+}
+
+// index writes the Packages index of the manifest's packages (and its by-hash copy, in
+// place of the old one), the Release listing it, and signs it with the tree's key.
+func (tr *tree) index(t testing.TB) {
+	t.Helper()
+	var stanzas [][]byte
+	for _, p := range tr.m.Packages {
+		stanzas = append(stanzas, fmt.Appendf(nil, "Package: %s\nVersion: %s\nArchitecture: %s\nFilename: %s\nSize: %d\nSHA256: %s\n",
+			p.Name, p.Version, p.Architecture, p.Path, p.Size, p.SHA256))
+	}
+	for _, f := range slices.Clone(tr.m.Files) {
+		if strings.HasPrefix(f.Path, "dists/stable/main/") {
+			tr.unset(f.Path)
+		}
+	}
+	dir := "dists/stable/main/binary-amd64/"
+	var sums string
+	if tr.gz {
+		b, err := genindex.Build(stanzas, nil, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, form := range [][]byte{b.Plain, b.Gzip, b.Xz} {
+			name := "Packages" + []string{"", ".gz", ".xz"}[i]
+			sums += fmt.Sprintf(" %s %16d main/binary-amd64/%s\n", digest(form), len(form), name)
+			if i > 0 {
+				tr.set(dir+name, form)
+				tr.set(dir+"by-hash/SHA256/"+digest(form), form)
+			}
+		}
+	} else {
+		packages := bytes.Join(stanzas, []byte("\n"))
+		if len(packages) > 0 {
+			packages = append(packages, '\n')
+		}
+		tr.set(dir+"Packages", packages)
+		tr.set(dir+"by-hash/SHA256/"+digest(packages), packages)
+		sums = fmt.Sprintf(" %s %16d main/binary-amd64/Packages\n", digest(packages), len(packages))
+	}
+	tr.set("dists/stable/Release", fmt.Appendf(nil, "Origin: test\nSuite: stable\nCodename: stable\nDate: %s\n"+
+		"Acquire-By-Hash: yes\nComponents: main\nArchitectures: amd64\nSHA256:\n%s", tr.date, sums))
+	tr.sign(t, tr.key)
 }
 
 // sign (re)writes InRelease and Release.gpg for the tree's Release.

@@ -25,11 +25,12 @@ func TestKnownMissing(t *testing.T) {
 	}
 	oldDeb := one.m.Packages[0]
 	packages := "dists/stable/main/binary-amd64/Packages"
-	// next publishes a release on 1.0 that still serves 1.0's .deb (as the pool keeps
-	// it), all but that .deb, which the store has lost.
+	// next publishes a release on 1.0 that still lists 1.0 beside the new version, all
+	// but 1.0's .deb, which the store has lost.
 	next := func(version string) (*tree, string) {
 		tr := newTree(t, "demo", one.m.ID, version, f.key)
-		tr.set(oldDeb.Path, one.files[oldDeb.Path])
+		tr.add(oldDeb.Name, oldDeb.Version, one.files[oldDeb.Path])
+		tr.index(t)
 		sum := tr.publish(t, f.store)
 		if err := f.store.Delete(ctx, oldDeb.SHA256); err != nil {
 			t.Fatal(err)

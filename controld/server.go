@@ -31,11 +31,12 @@ type Server struct {
 	quit    chan struct{} // closed when shutting down: long polls end
 	quitMu  sync.Once
 
-	known  knownObjects // the active manifests' objects, known to be in the store
-	expiry expiryWatch
-	gc     gcState
-	hooks  *hooks.Dispatcher // webhooks.go
-	diffs  pathDiffs
+	known   knownObjects // the active manifests' objects, known to be in the store
+	indexes indexCache   // what the indexes read so far list (indexcache.go)
+	expiry  expiryWatch
+	gc      gcState
+	hooks   *hooks.Dispatcher // webhooks.go
+	diffs   pathDiffs
 }
 
 // NewServer returns a server; it does not own store or st and never closes them.
@@ -51,6 +52,7 @@ func NewServer(cfg Config, cas store.Store, st state.Store) (*Server, error) {
 		cfg: cfg, store: cas, st: st, log: cfg.Logger, now: cfg.Now,
 		mux: http.NewServeMux(), quit: make(chan struct{}),
 	}
+	s.indexes.max = cfg.IndexCacheEntries
 	s.changes.init()
 	s.hooks = s.newDispatcher()
 	s.register()

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -27,6 +28,16 @@ const maxSignedFile = 64 << 20
 // readObject reads a whole object of at most limit bytes and checks its digest.
 // A missing object or one over the limit is a 422 describing what; a store failure 502.
 func (s *Server) readObject(ctx context.Context, what, sum string, limit int64) ([]byte, error) {
+	return s.read(ctx, what, sum, limit, false)
+}
+
+// readExact reads a whole object whose size is known, as readObject: any other size is
+// damage in the store.
+func (s *Server) readExact(ctx context.Context, what, sum string, size int64) ([]byte, error) {
+	return s.read(ctx, what, sum, size, true)
+}
+
+func (s *Server) read(ctx context.Context, what, sum string, limit int64, exact bool) ([]byte, error) {
 	rc, err := s.store.Open(ctx, sum, 0, -1)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, invalidRelease("%s (object %s) is not in the store %s: upload it first (armor push)", what, sum, s.store)
@@ -40,10 +51,14 @@ func (s *Server) readObject(ctx context.Context, what, sum string, limit int64) 
 	if err != nil {
 		return nil, storeFailed("read %s from the store %s: %w", what, s.store, err)
 	}
-	if int64(len(data)) > limit {
+	got := hex.EncodeToString(h.Sum(nil))
+	switch {
+	case exact && (int64(len(data)) != limit || got != sum):
+		return nil, invalidRelease("%s: store object %s has %d bytes of content with sha256 %s, not %d bytes: the store is damaged, upload it again",
+			what, sum, len(data), got, limit)
+	case int64(len(data)) > limit:
 		return nil, invalidRelease("%s (object %s) is over %d bytes", what, sum, limit)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != sum {
+	case got != sum:
 		return nil, invalidRelease("%s: store object %s has content with sha256 %s: the store is damaged, upload it again", what, sum, got)
 	}
 	return data, nil
@@ -64,9 +79,13 @@ func (s *Server) loadManifest(ctx context.Context, sum string) (*manifest.Manife
 
 // verifyRelease checks everything a release must satisfy before it is recorded and
 // returns its record (without pusher and time): every InRelease verifies against a key
-// of the repository, its Release lists the same sizes and digests as the manifest, and
-// every object of the manifest is in the store.
+// of the repository, its Release lists the same sizes and digests as the manifest, the
+// manifest serves nothing the signed files do not list (bound.go), and every object of
+// the manifest is in the store.
 func (s *Server) verifyRelease(ctx context.Context, repo state.Repository, m *manifest.Manifest, sum string) (state.Release, error) {
+	if m.Parent == "" && repo.Active != nil {
+		return state.Release{}, invalidRelease("manifest %s: release %s has no parent, but repository %s has releases already: build from the manifest of a recorded release", sum, m.ID, repo.Name)
+	}
 	if m.Parent != "" {
 		if _, err := s.st.Release(ctx, repo.Name, m.Parent); errors.Is(err, state.ErrNotFound) {
 			return state.Release{}, invalidRelease("manifest %s: parent release %s is not recorded in repository %s: build from the manifest of a recorded release", sum, m.Parent, repo.Name)
@@ -80,8 +99,14 @@ func (s *Server) verifyRelease(ctx context.Context, repo state.Repository, m *ma
 	if err := checkByHash(paths); err != nil {
 		return state.Release{}, err
 	}
-	signer, err := s.verifySuites(ctx, repo, paths)
+	suites, signer, err := s.verifySuites(ctx, repo, paths)
 	if err != nil {
+		return state.Release{}, err
+	}
+	if err := checkDistsFiles(m, suites); err != nil {
+		return state.Release{}, err
+	}
+	if err := s.boundPackages(ctx, repo.Name, m, suites, paths); err != nil {
 		return state.Release{}, err
 	}
 	if err := s.checkObjects(ctx, repo, m); err != nil {
@@ -91,6 +116,10 @@ func (s *Server) verifyRelease(ctx context.Context, repo state.Repository, m *ma
 	rel := state.Release{
 		Repository: repo.Name, ID: m.ID, Manifest: sum, Parent: m.Parent, Date: m.Date,
 		Packages: len(m.Packages), Files: len(m.Files), Signer: signer,
+		SuiteDates: map[string]string{},
+	}
+	for _, su := range suites {
+		rel.SuiteDates[su.dir] = su.date.UTC().Format(time.RFC3339)
 	}
 	for o := range objects {
 		rel.Size += o.Size
@@ -118,9 +147,45 @@ func checkByHash(paths map[string]manifest.Object) error {
 	return nil
 }
 
+// checkDistsFiles makes sure every generated file of m is a file of a verified suite:
+// its InRelease, Release or Release.gpg, a file its signed Release lists, or a by-hash
+// copy of one (named after a SHA-256 that Release lists for a file of that directory).
+func checkDistsFiles(m *manifest.Manifest, suites []*suite) error {
+	byDir := make(map[string]*suite, len(suites))
+	hashed := map[string]bool{} // "dists/<suite>/<dir>/by-hash/SHA256/<sum>"
+	for _, su := range suites {
+		byDir[su.dir] = su
+		for p, d := range su.rel.Sums {
+			if d.SHA256 != "" {
+				hashed[su.dir+"/"+path.Dir(p)+"/by-hash/SHA256/"+d.SHA256] = true
+			}
+		}
+	}
+	for _, f := range m.Files {
+		var su *suite
+		for dir := path.Dir(f.Path); dir != "." && dir != "/"; dir = path.Dir(dir) {
+			if su = byDir[dir]; su != nil {
+				break
+			}
+		}
+		if su == nil {
+			return invalidRelease("%s is not in the directory of a signed suite (dists/<suite>/ with an InRelease): only what a signed Release lists may be served besides the packages", f.Path)
+		}
+		rest := strings.TrimPrefix(f.Path, su.dir+"/")
+		switch {
+		case rest == "InRelease" || rest == "Release" || rest == "Release.gpg":
+		case su.rel.Sums[rest].SHA256 != "":
+		case hashed[f.Path]:
+		default:
+			return invalidRelease("%s is not listed in the signed Release of suite %s: only what a signed Release lists may be served besides the packages", f.Path, su.label())
+		}
+	}
+	return nil
+}
+
 // verifySuites verifies each dists/<suite>/InRelease of the manifest and returns the
-// fingerprint of the signing key (of the first suite, in path order).
-func (s *Server) verifySuites(ctx context.Context, repo state.Repository, paths map[string]manifest.Object) (string, error) {
+// suites and the fingerprint of the signing key (of the first suite, in path order).
+func (s *Server) verifySuites(ctx context.Context, repo state.Repository, paths map[string]manifest.Object) ([]*suite, string, error) {
 	var inreleases []string
 	for p := range paths {
 		if strings.HasPrefix(p, "dists/") && path.Base(p) == "InRelease" {
@@ -128,10 +193,10 @@ func (s *Server) verifySuites(ctx context.Context, repo state.Repository, paths 
 		}
 	}
 	if len(inreleases) == 0 {
-		return "", invalidRelease("the manifest lists no dists/<suite>/InRelease: there is nothing to verify")
+		return nil, "", invalidRelease("the manifest lists no dists/<suite>/InRelease: there is nothing to verify")
 	}
 	if len(repo.Keys) == 0 {
-		return "", invalidRelease("repository %s has no signing key: register the public key first", repo.Name)
+		return nil, "", invalidRelease("repository %s has no signing key: register the public key first", repo.Name)
 	}
 	keyrings := make([][]byte, len(repo.Keys))
 	for i, k := range repo.Keys {
@@ -139,68 +204,80 @@ func (s *Server) verifySuites(ctx context.Context, repo state.Repository, paths 
 	}
 	slices.Sort(inreleases)
 	signer := ""
+	var suites []*suite
 	for _, p := range inreleases {
-		fp, err := s.verifySuite(ctx, repo.Name, path.Dir(p), paths, keyrings)
+		su, fp, err := s.verifySuite(ctx, repo.Name, path.Dir(p), paths, keyrings)
 		if err != nil {
-			return "", err
+			return nil, "", err
 		}
 		if signer == "" {
 			signer = fp
 		}
+		suites = append(suites, su)
 	}
-	return signer, nil
+	return suites, signer, nil
 }
 
 // verifySuite verifies one suite directory (dists/<suite>).
-func (s *Server) verifySuite(ctx context.Context, repo, dir string, paths map[string]manifest.Object, keyrings [][]byte) (string, error) {
+func (s *Server) verifySuite(ctx context.Context, repo, dir string, paths map[string]manifest.Object, keyrings [][]byte) (*suite, string, error) {
 	inPath := dir + "/InRelease"
 	data, err := s.readObject(ctx, inPath, paths[inPath].SHA256, maxSignedFile)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	plain, fp, err := sign.VerifyClearsigned(data, keyrings...)
 	switch {
 	case errors.Is(err, sign.ErrUnknownKey):
-		return "", invalidRelease("%s is signed by a key not registered for repository %s: sign with a registered key, or register its public key", inPath, repo)
+		return nil, "", invalidRelease("%s is signed by a key not registered for repository %s: sign with a registered key, or register its public key", inPath, repo)
 	case err != nil:
-		return "", invalidRelease("%s: %w", inPath, err)
+		return nil, "", invalidRelease("%s: %w", inPath, err)
 	}
 	relPath := dir + "/Release"
 	if o, ok := paths[relPath]; ok {
 		sum := sha256.Sum256(plain)
 		if o.SHA256 != hex.EncodeToString(sum[:]) || o.Size != int64(len(plain)) {
-			return "", invalidRelease("%s is not the text signed in %s: sign the Release file that is published", relPath, inPath)
+			return nil, "", invalidRelease("%s is not the text signed in %s: sign the Release file that is published", relPath, inPath)
 		}
 	}
 	if o, ok := paths[dir+"/Release.gpg"]; ok {
 		sig, err := s.readObject(ctx, dir+"/Release.gpg", o.SHA256, maxSignedFile)
 		if err != nil {
-			return "", err
+			return nil, "", err
 		}
 		if _, err := sign.VerifyDetached(plain, sig, keyrings...); err != nil {
-			return "", invalidRelease("%s does not verify the signed Release: %w", dir+"/Release.gpg", err)
+			return nil, "", invalidRelease("%s does not verify the signed Release: %w", dir+"/Release.gpg", err)
 		}
 	}
 	rel, err := release.Parse(plain)
 	if err != nil {
-		return "", invalidRelease("%s: %w", inPath, err)
+		return nil, "", invalidRelease("%s: %w", inPath, err)
+	}
+	su := &suite{dir: dir, rel: rel, name: rel.Field("Codename")}
+	if su.name == "" {
+		su.name = strings.TrimPrefix(dir, "dists/")
+	}
+	if su.date, err = rel.Date(); err != nil {
+		return nil, "", invalidRelease("%s: %w: apt could not tell it from an older release", inPath, err)
 	}
 	if err := s.checkValidUntil(dir, inPath, rel); err != nil {
-		return "", err
+		return nil, "", err
 	}
 	for _, p := range rel.Paths() {
 		e := rel.Sums[p]
-		if e.SHA256 == "" {
-			continue // listed in MD5Sum or SHA1 only: nothing the manifest can be held to
-		}
 		full := dir + "/" + p
 		o, ok := paths[full]
-		if ok && (o.SHA256 != e.SHA256 || o.Size != e.Size) {
-			return "", invalidRelease("%s: Release lists sha256 %s and size %d, the manifest has sha256 %s and size %d",
+		if !ok {
+			continue
+		}
+		if e.SHA256 == "" {
+			return nil, "", invalidRelease("%s: Release lists it without a SHA256 sum: serve only files Release lists with one", full)
+		}
+		if o.SHA256 != e.SHA256 || o.Size != e.Size {
+			return nil, "", invalidRelease("%s: Release lists sha256 %s and size %d, the manifest has sha256 %s and size %d",
 				full, e.SHA256, e.Size, o.SHA256, o.Size)
 		}
 	}
-	return fp, nil
+	return su, fp, nil
 }
 
 // checkValidUntil refuses a suite whose Release has expired by controld's clock: apt

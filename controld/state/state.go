@@ -118,6 +118,10 @@ type Release struct {
 	Signer     string    `json:"signer"`
 	PushedBy   string    `json:"pushed_by"`
 	PushedAt   time.Time `json:"pushed_at"`
+	// SuiteDates is the Date of each suite's signed Release (RFC 3339, UTC), by suite
+	// directory ("dists/stable"): what tells a newer release from an older one. Releases
+	// recorded before controld kept it have none.
+	SuiteDates map[string]string `json:"suite_dates,omitempty"`
 }
 
 // Activation is one entry of a repository's history: the pointer moved From → To.

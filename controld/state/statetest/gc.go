@@ -3,6 +3,7 @@ package statetest
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func testDeleteRelease(t *testing.T, st state.Store) {
 	mustKept(t, err, state.KeepDraft)
 
 	got := must(del(one.ID, later, state.KeepPolicy{Last: 2, Drafts: time.Hour}))(t)
-	if got != one {
+	if !reflect.DeepEqual(got, one) {
 		t.Errorf("deleted %+v, want the record %+v", got, one)
 	}
 	must(del(draft.ID, later, state.KeepPolicy{}))(t)
@@ -75,7 +76,7 @@ func testDeleteRelease(t *testing.T, st state.Store) {
 		t.Errorf("history after deletion = %+v, want its three entries", hist)
 	}
 	gone := must(st.DeletedReleases(ctx, "a"))(t)
-	if len(gone) != 2 || gone[0].Release != one || gone[0].DeletedBy != "ops" || !gone[0].DeletedAt.Equal(later) || gone[1].Release != draft {
+	if len(gone) != 2 || !reflect.DeepEqual(gone[0].Release, one) || gone[0].DeletedBy != "ops" || !gone[0].DeletedAt.Equal(later) || !reflect.DeepEqual(gone[1].Release, draft) {
 		t.Errorf("deleted releases = %+v, want one then the draft, by ops at %v", gone, later)
 	}
 	_, err = st.DeletedReleases(ctx, "ghost")
