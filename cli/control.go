@@ -178,7 +178,7 @@ type ActivateCmd struct {
 	ControlFlags
 	ID     string `arg:"" help:"Release id (or a unique prefix of it)."`
 	Expect string `help:"The release you expect to be active now (default: whatever is active when the command starts)."`
-	Force  bool   `help:"Activate the release even if it, or a release it is built on, was rolled back: re-activate it knowingly."`
+	Force  bool   `help:"Activate the release even if it, or a release it is built on, was rolled back, or it was deleted, is not built on the active release or is older than it: go back knowingly."`
 }
 
 // Run activates.

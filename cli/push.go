@@ -22,7 +22,7 @@ type PushCmd struct {
 	DryRun     bool `help:"List what would be uploaded, after the same checks of controld and the token as a push; upload and record nothing."`
 	Jobs       int  `help:"Objects checked and uploaded at once." default:"8"`
 	Rebase     bool `help:"If the release it was built on is no longer active, apply its change again on the active release (re-signing here), and push that."`
-	Force      bool `help:"Activate the release even if it, or a release it is built on, was rolled back: re-activate it knowingly."`
+	Force      bool `help:"Activate the release even if it, or a release it is built on, was rolled back, or it was deleted or is older than the active release: go back knowingly."`
 	Repair     bool `help:"First check every object of the release in the store (as armor store check does) and upload again, from the local tree, each one it lacks or holds damaged."`
 	ReadData   bool `name:"read-data" help:"With --repair, also rehash the store's objects, not only their sizes."`
 }

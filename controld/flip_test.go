@@ -27,7 +27,7 @@ func TestConcurrentActivations(t *testing.T) {
 	for round := range rounds {
 		ids := make([]string, racers)
 		for i := range ids {
-			id, sum := f.release("demo", root, fmt.Sprintf("%d.%d", round, i))
+			id, sum := f.release("demo", current, fmt.Sprintf("%d.%d", round, i)) // each on the active release
 			if _, err := f.admin.RecordRelease(ctx, "demo", sum, false, ""); err != nil {
 				t.Fatal(err)
 			}

@@ -65,6 +65,11 @@ func (s *Server) recordRelease(c *call) error {
 			return err
 		}
 	}
+	if req.Activate && !req.Rollback && !req.Force {
+		if err := s.checkAdvance(c.ctx(), repo.Name, rel, req.ExpectActive, false); err != nil {
+			return err
+		}
+	}
 	var flip *state.Flip
 	if req.Activate {
 		flip = &state.Flip{Expect: req.ExpectActive, By: c.tok.Name, At: s.now().UTC(), Rollback: req.Rollback, Force: req.Force}
@@ -139,6 +144,17 @@ func (s *Server) activate(c *call) error {
 	}
 	if err := s.checkActivation(c.ctx(), name, req.Release); err != nil {
 		return err
+	}
+	if !req.Force {
+		rel, err := s.st.Release(c.ctx(), name, req.Release)
+		switch {
+		case err == nil:
+			if err := s.checkAdvance(c.ctx(), name, rel, req.ExpectActive, true); err != nil {
+				return err
+			}
+		case !errors.Is(err, state.ErrNotFound): // an unknown release is the flip's 404
+			return err
+		}
 	}
 	return s.flip(c, state.Flip{Repository: name, To: req.Release, Expect: req.ExpectActive, Force: req.Force})
 }

@@ -199,7 +199,7 @@ func TestReplicaConcurrentFlips(t *testing.T) {
 	for round := range rounds {
 		ids := make([]string, racers)
 		for i := range ids {
-			id, sum := rs.release("demo", root, fmt.Sprintf("%d.%d", round, i))
+			id, sum := rs.release("demo", current, fmt.Sprintf("%d.%d", round, i)) // each on the active release
 			if _, err := a.admin.RecordRelease(ctx, "demo", sum, false, ""); err != nil {
 				t.Fatal(err)
 			}

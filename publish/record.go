@@ -148,6 +148,9 @@ func controldError(url, repo string, err error) error {
 	if errors.As(err, &ae) && ae.Status == 404 {
 		return fmt.Errorf("controld %s: %w (create the repository with `armor repos create`)", url, err)
 	}
+	if errors.Is(err, client.ErrDowngrade) {
+		return fmt.Errorf("controld %s: %w", url, err) // the message says what to do
+	}
 	if errors.Is(err, client.ErrConflict) {
 		return fmt.Errorf("controld %s: repository %s: %w; someone activated another release meanwhile: check `armor status` and push again", url, repo, err)
 	}

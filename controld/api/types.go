@@ -225,6 +225,15 @@ const (
 	CodeUnavailable    = "unavailable"       // 503: shutting down, or the state database is unreachable (Retry-After)
 )
 
+// Error codes of a refused activation (409) that would go back without saying so: it is
+// neither a rollback nor forced, and the release was deleted, is not built on the active
+// release, or has a suite older (by its signed Release's Date) than the active release's.
+const (
+	CodeDeletedRelease  = "deleted_release"
+	CodeNotOnActiveLine = "not_on_active_line"
+	CodeOlderRelease    = "older_release"
+)
+
 // Error is the body of every error answer, inside ErrorBody.
 type Error struct {
 	Code    string `json:"code"`

@@ -27,6 +27,10 @@ var (
 	// ErrRolledBack: 409 rolled_back, the release (or one it is built on) was rolled back;
 	// APIError.RolledBack says which, when and by whom. It matches ErrConflict too.
 	ErrRolledBack = errors.New("rolled back")
+	// ErrDowngrade: 409 deleted_release, not_on_active_line or older_release, an
+	// activation that would go back without saying so (neither a rollback nor forced).
+	// It matches ErrConflict too.
+	ErrDowngrade = errors.New("activation would go back")
 	// ErrNotModified is returned by Routes when the routes did not change.
 	ErrNotModified = errors.New("routes not modified")
 )
@@ -67,6 +71,9 @@ func (e *APIError) Is(target error) bool {
 		return e.Status == http.StatusBadRequest || e.Status == http.StatusUnprocessableEntity
 	case ErrRolledBack:
 		return e.Status == http.StatusConflict && e.Code == api.CodeRolledBack
+	case ErrDowngrade:
+		return e.Status == http.StatusConflict &&
+			(e.Code == api.CodeDeletedRelease || e.Code == api.CodeNotOnActiveLine || e.Code == api.CodeOlderRelease)
 	}
 	return false
 }
