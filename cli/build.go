@@ -171,6 +171,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 		// The build loads the previous manifest while it lists the inputs.
 		opts.LoadPrevious = func() (*manifest.Manifest, error) { return loadPrevious(manifestPath) }
 	}
+	opts.Now = o.Now
 	if opts.Date, err = buildDate(o.Now, cfg.Date); err != nil {
 		return nil, err
 	}

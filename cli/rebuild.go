@@ -143,6 +143,10 @@ func rebuild(ctx context.Context, cfg *config.File, st *lazyStore, target *manif
 	if opts.Date, err = time.Parse(time.RFC3339, target.Date); err != nil {
 		return nil, fmt.Errorf("rebuild: release %s has date %q: %w", short(target.ID), target.Date, err)
 	}
+	// Valid-Until is judged at the release's own date, as its build judged it: a release
+	// rebuilt after it expired is still the same release.
+	date := opts.Date
+	opts.Now = func() time.Time { return date }
 	tree := cfg.Resolve(cfg.Output.Tree)
 	var paths map[string][]string // digest → paths of the release and its parent
 	opts.Fetch = func(ctx context.Context, sum string) ([]byte, error) {

@@ -39,6 +39,9 @@ func Build(ctx context.Context, o Options) (_ *Result, err error) {
 	if err := s.done("apply change", err); err != nil {
 		return nil, err
 	}
+	if err := checkDates(o.Date, o.Suites, o.now(), par.m); err != nil {
+		return nil, err
+	}
 	if err := runGate(ctx, o.Gate, par, pl, ins); err != nil {
 		return nil, err
 	}

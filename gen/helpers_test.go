@@ -149,6 +149,7 @@ func newRepo(t testing.TB, c repoConfig) *repo {
 		Key:      fixtureKey(t, c.Key),
 		Hash:     c.Hash,
 		Date:     testDate,
+		Now:      func() time.Time { return testDate }, // Valid-Until is checked against the test's clock
 	}}
 }
 

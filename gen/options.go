@@ -96,6 +96,10 @@ type Options struct {
 	// inputs (writes them elsewhere and renames them), never rewrites them. By default a
 	// pool file is a copy (tree.Writer.CopyFile), a clone on a copy-on-write file system.
 	LinkPool bool
+	// Now is the wall clock, against which Valid-Until is checked (nil: time.Now). A
+	// build dated before its parent, or valid until a time Now has passed, fails with
+	// ErrDate (dates.go); a kept Release whose Valid-Until has passed is signed afresh.
+	Now func() time.Time
 
 	Progress func(Progress) // may be nil; called from several goroutines
 

@@ -25,11 +25,12 @@ type releaseSpec struct {
 	date                       time.Time
 	keys                       []*sign.Key // Options.Key, then Options.Also
 	hash                       crypto.Hash
-	resign                     bool // sign a suite whose indexes did not change
+	resign                     bool      // sign a suite whose indexes did not change
+	now                        time.Time // the wall clock: a kept Release that expired by now is signed afresh
 }
 
 func (o *Options) releaseSpec() releaseSpec {
-	return releaseSpec{o.Origin, o.Label, o.Description, o.Suites, o.Date, append([]*sign.Key{o.Key}, o.Also...), o.Hash, o.Resign}
+	return releaseSpec{o.Origin, o.Label, o.Description, o.Suites, o.Date, append([]*sign.Key{o.Key}, o.Also...), o.Hash, o.Resign, o.now()}
 }
 
 // signReleases writes and signs each suite's Release, InRelease and Release.gpg, given
@@ -73,7 +74,7 @@ func signRelease(ctx context.Context, sp releaseSpec, s Suite, idx suiteIndexes,
 	}
 	text := release.Make(h, idx.sums)
 	if !idx.changed && !sp.resign {
-		if kept, ok := keptRelease(tw.Root(), dist, text, prevFiles); ok {
+		if kept, ok := keptRelease(tw.Root(), dist, text, prevFiles, sp.now); ok {
 			return kept, false, nil
 		}
 	}
@@ -92,10 +93,11 @@ func signRelease(ctx context.Context, sp releaseSpec, s Suite, idx suiteIndexes,
 }
 
 // keptRelease returns the parent's signed files of a suite, if the tree still holds them
-// and its Release says what text does but for the dates.
-func keptRelease(tree, dist string, text []byte, prevFiles map[string]manifest.File) ([]manifest.File, bool) {
+// and its Release says what text does but for the dates, and has not expired (its
+// Valid-Until has not passed: an expired one is signed afresh).
+func keptRelease(tree, dist string, text []byte, prevFiles map[string]manifest.File, now time.Time) ([]manifest.File, bool) {
 	old, ok := previousFile(tree, dist+"Release", prevFiles)
-	if !ok || !release.SameButDates(old, text) {
+	if !ok || !release.SameButDates(old, text) || expired(old, now) {
 		return nil, false
 	}
 	var keep []manifest.File

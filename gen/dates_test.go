@@ -1,0 +1,82 @@
+package gen_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/armor-apt/armor/gen"
+)
+
+// TestBuildOlderThanParent: a build dated before the release it is built on (an old
+// SOURCE_DATE_EPOCH) fails before it writes anything, saying how to set the date; the
+// same date or a later one builds.
+func TestBuildOlderThanParent(t *testing.T) {
+	r := newRepo(t, repoConfig{Synth: 2})
+	parent := r.mustBuild()
+	writeOne(t, r.in("extra"), "extra", "1.0", "amd64", "")
+	r.Opts.Date = testDate.Add(-time.Hour)
+	before := snapshot(t, r.Opts.TreeDir)
+	_, err := r.build()
+	want := "build date Sun, 01 Mar 2026 11:00:00 UTC is older than the date of the release it is built on (Sun, 01 Mar 2026 12:00:00 UTC, release " +
+		parent.Manifest.ID + ")"
+	if !errors.Is(err, gen.ErrDate) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "SOURCE_DATE_EPOCH") ||
+		!strings.Contains(err.Error(), "1772366400 or later") {
+		t.Fatalf("build: %v\nwant ErrDate containing %q and how to set SOURCE_DATE_EPOCH", err, want)
+	}
+	if after := snapshot(t, r.Opts.TreeDir); !reflect.DeepEqual(after, before) {
+		t.Error("the refused build changed the tree")
+	}
+	r.Opts.Date = testDate
+	if res := r.mustBuild(); res.UpToDate {
+		t.Error("the build at the parent's date did nothing")
+	}
+}
+
+// TestBuildValidUntilPassed: a build whose Valid-Until (its date plus valid_for) has
+// already passed fails, naming the suite and the dates.
+func TestBuildValidUntilPassed(t *testing.T) {
+	r := newRepo(t, repoConfig{Synth: 2})
+	r.Opts.Suites[0].ValidFor = 24 * time.Hour
+	r.Opts.Now = func() time.Time { return testDate.Add(25 * time.Hour) }
+	_, err := r.build()
+	want := "suite stable would be valid until Mon, 02 Mar 2026 12:00:00 UTC (the build date Sun, 01 Mar 2026 12:00:00 UTC plus valid_for 24h0m0s), which has passed"
+	if !errors.Is(err, gen.ErrDate) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("build: %v\nwant ErrDate containing %q", err, want)
+	}
+	if _, err := os.Stat(r.tree("dists")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused build wrote a tree: %v", err)
+	}
+}
+
+// TestExpiredReleaseSignedAgain: a Release kept from the parent (nothing changed) whose
+// Valid-Until has passed is signed afresh with the build's date, so the build never
+// leaves an expired suite for controld or apt to refuse.
+func TestExpiredReleaseSignedAgain(t *testing.T) {
+	r := newRepo(t, repoConfig{Synth: 2})
+	r.Opts.Suites[0].ValidFor = 7 * 24 * time.Hour
+	r.mustBuild()
+	later := testDate.Add(8 * 24 * time.Hour)
+	r.Opts.Date = later.Add(-24 * time.Hour) // the parent's Valid-Until, which the clock has passed
+	r.Opts.Now = func() time.Time { return later }
+	res := r.mustBuild()
+	if res.UpToDate || res.Stats.SuitesSigned != 1 || res.Stats.IndexesWritten != 0 {
+		t.Fatalf("up to date %v, stats %+v; want the suite signed again and no index written", res.UpToDate, res.Stats)
+	}
+	rel, err := os.ReadFile(r.tree("dists/stable/Release"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(rel, []byte("\nValid-Until: Sun, 15 Mar 2026 12:00:00 UTC\n")) {
+		t.Errorf("Release:\n%s\nwant Valid-Until a week after the new date", rel)
+	}
+	// Within its Valid-Until, a kept Release stays as it was.
+	r.Opts.Date = later
+	if res := r.mustBuild(); !res.UpToDate {
+		t.Errorf("a build within Valid-Until signed again: %+v", res.Stats)
+	}
+}
