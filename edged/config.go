@@ -6,6 +6,7 @@ import (
 	"net/mail"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -54,12 +55,20 @@ type Config struct {
 	Store string `toml:"store"`
 	// CacheSize bounds the in-memory object cache (sum of object sizes).
 	CacheSize ByteSize `toml:"cache_size"`
-	// StreamThreshold: objects larger than this are streamed from the store and never
-	// cached whole.
+	// StreamThreshold: objects larger than this are served from the disk cache, never
+	// held whole in memory.
 	StreamThreshold ByteSize `toml:"stream_threshold"`
 	// StateDir keeps the last applied routes and their manifests across restarts.
 	// Empty disables persistence.
 	StateDir string `toml:"state_dir"`
+	// DiskCache holds the objects larger than StreamThreshold, each fetched from the
+	// store into it and checked against its SHA-256 before it is served (disk.go).
+	// Default: <state_dir>/objects; with no state_dir, a temporary directory removed
+	// when the edge closes.
+	DiskCache string `toml:"disk_cache"`
+	// DiskCacheSize bounds the disk cache (sum of object sizes); least recently used
+	// objects go first. An object larger than it is fetched for each request.
+	DiskCacheSize ByteSize `toml:"disk_cache_size"`
 	// AccessLog is "" (off), "-" (standard output) or a file path (appended to), written
 	// as one slog JSON object per request.
 	AccessLog string `toml:"access_log"`
@@ -137,6 +146,7 @@ func Defaults() Config {
 		AdminListen:       "127.0.0.1:9090",
 		CacheSize:         512 * MiB,
 		StreamThreshold:   8 * MiB,
+		DiskCacheSize:     8 * GiB,
 		StateDir:          "/var/lib/armor/edged",
 		FetchTimeout:      duration.Duration(2 * time.Minute),
 		RequestTimeout:    duration.Duration(60 * time.Second),
@@ -196,6 +206,9 @@ func (c Config) withDefaults() Config {
 	if c.StreamThreshold == 0 {
 		c.StreamThreshold = d.StreamThreshold
 	}
+	if c.DiskCacheSize == 0 {
+		c.DiskCacheSize = d.DiskCacheSize
+	}
 	durations := []struct{ v, def *duration.Duration }{
 		{&c.FetchTimeout, &d.FetchTimeout},
 		{&c.RequestTimeout, &d.RequestTimeout},
@@ -233,6 +246,9 @@ func (c Config) Validate() error {
 	if c.StreamThreshold < 0 {
 		return fmt.Errorf("stream_threshold: %d is negative", c.StreamThreshold)
 	}
+	if c.DiskCacheSize < 0 {
+		return fmt.Errorf("disk_cache_size: %d is negative", c.DiskCacheSize)
+	}
 	if c.CacheSize > 0 && c.StreamThreshold > c.CacheSize {
 		return fmt.Errorf("stream_threshold %s is larger than cache_size %s", c.StreamThreshold, c.CacheSize)
 	}
@@ -254,6 +270,18 @@ func (c Config) Validate() error {
 		return fmt.Errorf("poll: backoff_min %s and backoff_max %s are not an increasing range", c.Poll.BackoffMin, c.Poll.BackoffMax)
 	}
 	return c.validateTLS()
+}
+
+// diskCacheDir is where objects over the stream threshold are kept ("": a temporary
+// directory).
+func (c Config) diskCacheDir() string {
+	switch {
+	case c.DiskCache != "":
+		return c.DiskCache
+	case c.StateDir != "":
+		return filepath.Join(c.StateDir, "objects")
+	}
+	return ""
 }
 
 // validateTLS checks the HTTPS keys: certificates are kept under state_dir, the CA is

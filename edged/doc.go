@@ -73,11 +73,12 @@
 //     every other path (InRelease, Release, Release.gpg and the other indexes) "public,
 //     max-age=60", so a downstream cache lags a flip by at most a minute, while a client
 //     holding a stale InRelease still gets matching by-hash indexes.
-//   - Objects larger than Config.StreamThreshold are streamed from the store (ranges
-//     passed through) and never held whole in memory; smaller ones are cached, after
-//     their size and digest are checked. Concurrent misses of one object make one
-//     store fetch. A damaged store object is 502; a missing object or an unreachable store 503
-//     with Retry-After: 5.
+//   - No byte is served before its object's size and SHA-256 are checked (invariant 9):
+//     objects up to Config.StreamThreshold are cached in memory once checked; larger ones
+//     are fetched into the disk cache (Config.DiskCache) while hashed and served, ranges
+//     included, from the checked file (disk.go). Concurrent misses of one object make
+//     one store fetch. A damaged store object is 502, logged and never cached; a
+//     missing object or an unreachable store 503 with Retry-After: 5.
 //
 // Public connections wait in Go's own poller, and fasthttp enforces
 // Config.RequestTimeout. With Config.ConnPoller "edged" (Linux) they wait instead in

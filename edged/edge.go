@@ -33,6 +33,7 @@ type Edge struct {
 	accessOut io.Closer
 	threshold int64
 	objects   *objects
+	disk      *diskCache // objects over threshold, verified on disk (disk.go)
 	m         *metrics
 	client    *http.Client
 	base      context.Context
@@ -92,6 +93,10 @@ func New(cfg Config, cas store.Store, logger *slog.Logger) (*Edge, error) {
 		e.cancel()
 		return nil, err
 	}
+	if e.disk, err = newDiskCache(e.base, cfg.diskCacheDir(), int64(cfg.DiskCacheSize), cas, cfg.FetchTimeout.D(), e.m, logger); err != nil {
+		e.Close()
+		return nil, err
+	}
 	if err := e.openAccessLog(); err != nil {
 		e.Close()
 		return nil, err
@@ -134,6 +139,9 @@ func (e *Edge) Close() error {
 	}
 	if e.objects != nil {
 		e.objects.close()
+	}
+	if e.disk != nil {
+		e.disk.close()
 	}
 	if e.accessOut != nil {
 		return e.accessOut.Close()

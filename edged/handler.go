@@ -3,6 +3,7 @@ package edged
 import (
 	"bytes"
 	"errors"
+	"io"
 	"log/slog"
 	"strconv"
 	"time"
@@ -158,7 +159,7 @@ func (e *Edge) serve(ctx *fasthttp.RequestCtx) (int, int64, *httpError) {
 	length := end - start
 	switch {
 	case head:
-		if r.body == nil && (r.size > e.threshold || !e.objects.has(r.key)) {
+		if r.body == nil && (r.size > e.threshold && !e.disk.has(r.sum, r.size) || r.size <= e.threshold && !e.objects.has(r.key)) {
 			if err := e.objects.check(r.sum, r.size); err != nil {
 				return 0, 0, e.storeError(err)
 			}
@@ -167,11 +168,11 @@ func (e *Edge) serve(ctx *fasthttp.RequestCtx) (int, int64, *httpError) {
 	case r.body != nil:
 		ctx.Response.SetBodyRaw(r.body[start:end])
 	case r.size > e.threshold:
-		rc, err := e.objects.open(r.sum, start, length)
+		f, err := e.disk.open(r.sum, r.size)
 		if err != nil {
 			return 0, 0, e.storeError(err)
 		}
-		ctx.Response.SetBodyStream(rc, int(length))
+		ctx.Response.SetBodyStream(&sectionBody{SectionReader: io.NewSectionReader(f, start, length), f: f}, int(length))
 	default:
 		b, err := e.objects.get(r.key, r.sum, r.size)
 		if err != nil {

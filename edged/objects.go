@@ -174,31 +174,4 @@ func (o *objects) fetch(sum string, size int64) ([]byte, error) {
 	return b, nil
 }
 
-// open streams length bytes of an object from offset straight from the store, for
-// objects too large to cache.
-func (o *objects) open(sum string, offset, length int64) (io.ReadCloser, error) {
-	ctx, cancel := context.WithCancel(o.base)
-	start := time.Now()
-	rc, err := o.store.Open(ctx, sum, offset, length)
-	o.m.fetchSeconds.Observe(time.Since(start).Seconds())
-	if err != nil {
-		cancel()
-		o.m.storeErrors.Inc()
-		return nil, fmt.Errorf("open object %s: %w", sum, err)
-	}
-	return &streamBody{ReadCloser: rc, cancel: cancel}, nil
-}
-
-// streamBody releases the store request's context once fasthttp closes the body.
-type streamBody struct {
-	io.ReadCloser
-	cancel context.CancelFunc
-}
-
-func (s *streamBody) Close() error {
-	err := s.ReadCloser.Close()
-	s.cancel()
-	return err
-}
-
 func (o *objects) close() { o.cache.Close() }
