@@ -62,7 +62,7 @@ type index struct {
 	plain   release.Digests
 	plainOK bool
 	forms   []manifest.File // the forms the manifest serves, in the order they are read
-	members []int           // the manifest's packages it must list, in manifest order
+	members []int32         // the manifest's packages it must list, in manifest order
 }
 
 // label names the index in messages.
@@ -150,28 +150,41 @@ func assignPackages(m *manifest.Manifest, suites []*suite, indexes []*index) err
 		k := compKey{ix.suite.name, ix.comp, ix.kind}
 		byComp[k] = append(byComp[k], ix)
 	}
+	// Two passes: count each index's members, then fill them, each list allocated once.
+	counts := map[*index]int{}
 	var last compKey
 	var list []*index
-	for i := range m.Packages {
-		p := &m.Packages[i]
-		k := compKey{p.Suite, p.Component, deb.PackagesIndex}
-		if p.Architecture == "source" {
-			k.kind = deb.SourcesIndex
-		} else if strings.HasSuffix(p.Path, ".udeb") {
-			k.comp += "/debian-installer"
-		}
-		if i == 0 || k != last {
-			last, list = k, byComp[k]
-		}
-		matched := false
-		for _, ix := range list {
-			if ix.kind == deb.SourcesIndex || p.Architecture == "all" || ix.arch == p.Architecture {
-				ix.members = append(ix.members, i)
-				matched = true
+	for pass := range 2 {
+		for i := range m.Packages {
+			p := &m.Packages[i]
+			k := compKey{p.Suite, p.Component, deb.PackagesIndex}
+			if p.Architecture == "source" {
+				k.kind = deb.SourcesIndex
+			} else if strings.HasSuffix(p.Path, ".udeb") {
+				k.comp += "/debian-installer"
+			}
+			if i == 0 || k != last {
+				last, list = k, byComp[k]
+			}
+			matched := false
+			for _, ix := range list {
+				if ix.kind == deb.SourcesIndex || p.Architecture == "all" || ix.arch == p.Architecture {
+					if pass == 0 {
+						counts[ix]++
+					} else {
+						ix.members = append(ix.members, int32(i))
+					}
+					matched = true
+				}
+			}
+			if !matched {
+				return invalidRelease("package %s: %s", describe(p), noIndexFor(p, k.comp, suites))
 			}
 		}
-		if !matched {
-			return invalidRelease("package %s: %s", describe(p), noIndexFor(p, k.comp, suites))
+		if pass == 0 {
+			for ix, n := range counts {
+				ix.members = make([]int32, 0, n)
+			}
 		}
 	}
 	return nil
@@ -281,7 +294,7 @@ func (s *Server) boundPackages(ctx context.Context, repo string, m *manifest.Man
 
 // sameEntries reports whether an index's stanza digests are the members' digests: in
 // order (as armor writes indexes) or, failing that, as multisets.
-func sameEntries(got []entryDigest, members []int, digests []entryDigest) bool {
+func sameEntries(got []entryDigest, members []int32, digests []entryDigest) bool {
 	if len(got) != len(members) {
 		return false
 	}

@@ -168,6 +168,11 @@ type tree struct {
 	// gzip members (gen/index) with their by-hash copies; Release also lists the
 	// uncompressed Packages, which is not served.
 	gz bool
+	// fields, when set, gives more fields of a package's stanza, as real indexes have
+	// (Maintainer, Depends, Description...), inserted before Filename.
+	fields func(p *manifest.Package) string
+	// chunks, when set, keeps compressed chunks of the index between builds.
+	chunks *genindex.Cache
 }
 
 func digest(b []byte) string {
@@ -219,9 +224,14 @@ func (tr *tree) add(name, version string, deb []byte) {
 func (tr *tree) index(t testing.TB) {
 	t.Helper()
 	var stanzas [][]byte
-	for _, p := range tr.m.Packages {
-		stanzas = append(stanzas, fmt.Appendf(nil, "Package: %s\nVersion: %s\nArchitecture: %s\nFilename: %s\nSize: %d\nSHA256: %s\n",
-			p.Name, p.Version, p.Architecture, p.Path, p.Size, p.SHA256))
+	for i := range tr.m.Packages {
+		p := &tr.m.Packages[i]
+		more := ""
+		if tr.fields != nil {
+			more = tr.fields(p)
+		}
+		stanzas = append(stanzas, fmt.Appendf(nil, "Package: %s\nVersion: %s\nArchitecture: %s\n%sFilename: %s\nSize: %d\nSHA256: %s\n",
+			p.Name, p.Version, p.Architecture, more, p.Path, p.Size, p.SHA256))
 	}
 	for _, f := range slices.Clone(tr.m.Files) {
 		if strings.HasPrefix(f.Path, "dists/stable/main/") {
@@ -231,7 +241,7 @@ func (tr *tree) index(t testing.TB) {
 	dir := "dists/stable/main/binary-amd64/"
 	var sums string
 	if tr.gz {
-		b, err := genindex.Build(stanzas, nil, "test")
+		b, err := genindex.Build(stanzas, tr.chunks, "test")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,12 +46,20 @@ func (s *Server) read(ctx context.Context, what, sum string, limit int64, exact 
 		return nil, storeFailed("read %s from the store %s: %w", what, s.store, err)
 	}
 	defer rc.Close()
-	h := sha256.New()
-	data, err := io.ReadAll(io.TeeReader(io.LimitReader(rc, limit+1), h))
-	if err != nil {
+	var data []byte
+	if exact {
+		// The size is known: one buffer, and one byte more to tell a longer object.
+		data = make([]byte, limit+1)
+		n, err := io.ReadFull(rc, data)
+		if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+			return nil, storeFailed("read %s from the store %s: %w", what, s.store, err)
+		}
+		data = data[:n]
+	} else if data, err = io.ReadAll(io.LimitReader(rc, limit+1)); err != nil {
 		return nil, storeFailed("read %s from the store %s: %w", what, s.store, err)
 	}
-	got := hex.EncodeToString(h.Sum(nil))
+	sum256 := sha256.Sum256(data)
+	got := hex.EncodeToString(sum256[:])
 	switch {
 	case exact && (int64(len(data)) != limit || got != sum):
 		return nil, invalidRelease("%s: store object %s has %d bytes of content with sha256 %s, not %d bytes: the store is damaged, upload it again",

@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -72,4 +73,16 @@ func ResetPeak(tb testing.TB) {
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 		tb.Fatalf("reset peak RSS (needs Linux ≥ 4.0): %v", err)
 	}
+}
+
+// CPU returns the CPU time (user and system) the process has used so far. Around a
+// timed section it measures the work done, whatever the load of a shared machine adds
+// to the wall time.
+func CPU(tb testing.TB) time.Duration {
+	tb.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		tb.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
