@@ -94,13 +94,15 @@ func (s *Server) descends(ctx context.Context, repo, parent string, anc state.Re
 	return false, nil
 }
 
-// checkDates refuses to when one of its suites is older than the same suite of active.
+// checkDates refuses to when one of its suites is older than the same suite of active,
+// or dated the same second with other content (apt could not tell which is newer, and
+// would take either).
 func (s *Server) checkDates(ctx context.Context, repo string, to, active state.Release, byID bool) error {
-	newer, err := s.suiteDates(ctx, repo, to)
+	newer, err := s.suitesOf(ctx, repo, to)
 	if err != nil {
 		return err
 	}
-	older, err := s.suiteDates(ctx, repo, active)
+	older, err := s.suitesOf(ctx, repo, active)
 	if err != nil {
 		return err
 	}
@@ -110,26 +112,39 @@ func (s *Server) checkDates(ctx context.Context, repo string, to, active state.R
 	}
 	slices.Sort(dirs)
 	for _, dir := range dirs {
-		if t, ok := newer[dir]; ok && t.Before(older[dir]) {
-			return downgrade(api.CodeOlderRelease, "repository %s: suite %s of release %s is dated %s, older than in the active release %s (%s): apt clients that have the active one would refuse it; sign it again with a later date (armor build --resign), or, to go back knowingly: %s",
-				repo, strings.TrimPrefix(dir, "dists/"), to.ID, release.FormatDate(t), active.ID, release.FormatDate(older[dir]), howToForce(byID))
+		t, ok := newer[dir]
+		a := older[dir]
+		if !ok || t.date.After(a.date) || t.date.Equal(a.date) && t.inRelease == a.inRelease {
+			continue
 		}
+		what := "older than in"
+		if t.date.Equal(a.date) {
+			what = "the same second as, but other than, the suite in"
+		}
+		return downgrade(api.CodeOlderRelease, "repository %s: suite %s of release %s is dated %s, %s the active release %s (%s): apt clients that have the active one would ignore it, or could not tell which is newer; sign it again with a later date (armor build --resign), or, to go back knowingly: %s",
+			repo, strings.TrimPrefix(dir, "dists/"), to.ID, release.FormatDate(t.date), what, active.ID, release.FormatDate(a.date), howToForce(byID))
 	}
 	return nil
 }
 
-// suiteDates returns the signed Release Date of each suite of rel: as recorded, or, for
-// a release recorded before controld kept them, read from its Release files (which
-// recording checked are the text its InRelease files sign).
-func (s *Server) suiteDates(ctx context.Context, repo string, rel state.Release) (map[string]time.Time, error) {
-	out := map[string]time.Time{}
-	if rel.SuiteDates != nil {
-		for dir, v := range rel.SuiteDates {
-			t, err := time.Parse(time.RFC3339, v)
+// suiteState is what the downgrade rule compares of a suite.
+type suiteState struct {
+	date      time.Time
+	inRelease string
+}
+
+// suitesOf returns the suites of rel: as recorded, or, for a release recorded before
+// controld kept them, read from its manifest and its Release files (which recording
+// checked are the text its InRelease files sign).
+func (s *Server) suitesOf(ctx context.Context, repo string, rel state.Release) (map[string]suiteState, error) {
+	out := map[string]suiteState{}
+	if rel.Suites != nil {
+		for dir, su := range rel.Suites {
+			t, err := time.Parse(time.RFC3339, su.Date)
 			if err != nil {
-				return nil, fmt.Errorf("release %s of %s: suite date %q: %w", rel.ID, repo, v, err)
+				return nil, fmt.Errorf("release %s of %s: suite date %q: %w", rel.ID, repo, su.Date, err)
 			}
-			out[dir] = t
+			out[dir] = suiteState{t, su.InRelease}
 		}
 		return out, nil
 	}
@@ -137,16 +152,18 @@ func (s *Server) suiteDates(ctx context.Context, repo string, rel state.Release)
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range m.Files {
-		if !strings.HasPrefix(f.Path, "dists/") || path.Base(f.Path) != "Release" {
+	paths := filePaths(m)
+	for p, o := range paths {
+		if !strings.HasPrefix(p, "dists/") || path.Base(p) != "Release" {
 			continue
 		}
-		data, err := s.readObject(ctx, f.Path, f.SHA256, maxSignedFile)
+		data, err := s.readObject(ctx, p, o.SHA256, maxSignedFile)
 		if err != nil {
 			return nil, err
 		}
 		if t, err := release.Date(data); err == nil {
-			out[path.Dir(f.Path)] = t
+			dir := path.Dir(p)
+			out[dir] = suiteState{t, paths[dir+"/InRelease"].SHA256}
 		}
 	}
 	return out, nil

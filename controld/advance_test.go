@@ -82,10 +82,16 @@ func TestNoSilentDowngrade(t *testing.T) {
 		_, err = f.admin.Activate(ctx, "demo", old.m.ID, two.m.ID)
 		f.refused(t, before, err, api.CodeOlderRelease, "older than in the active release")
 	})
+	t.Run("a release dated the same second as the active one, with other content", func(t *testing.T) {
+		same := newTree(t, "demo", two.m.ID, "3.1", f.key)
+		same.date = two.date
+		same.index(t)
+		before := f.snapshot()
+		_, err := record(same, true, two.m.ID)
+		f.refused(t, before, err, api.CodeOlderRelease, "is dated Sun, 22 Nov 2026 09:00:00 UTC, the same second as, but other than, the suite in the active release")
+	})
 	t.Run("a deleted release re-posted", func(t *testing.T) {
 		draft := newTree(t, "demo", two.m.ID, "2.5", f.key)
-		draft.date = two.date
-		draft.index(t)
 		if _, err := record(draft, false, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -139,9 +145,9 @@ func TestActivateAncestorIsARollback(t *testing.T) {
 	}
 }
 
-// TestDowngradeAgainstAReleaseWithoutSuiteDates: a release recorded before controld kept
-// suite dates is compared by the Date of its Release files.
-func TestDowngradeAgainstAReleaseWithoutSuiteDates(t *testing.T) {
+// TestDowngradeAgainstALegacyRelease: a release recorded before controld kept its
+// suites is compared by the Date of its Release files.
+func TestDowngradeAgainstALegacyRelease(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.repo("demo")
@@ -149,11 +155,13 @@ func TestDowngradeAgainstAReleaseWithoutSuiteDates(t *testing.T) {
 	one.date = "Sun, 22 Nov 2026 09:00:00 UTC"
 	one.index(t)
 	sum := one.publish(t, f.store)
-	legacy := state.Release{Repository: "demo", ID: one.m.ID, Manifest: sum, Date: one.m.Date, Packages: 1, Files: len(one.m.Files)}
+	legacy := state.Release{Repository: "demo", ID: one.m.ID, Manifest: sum, Date: one.m.Date, Packages: 1, Files: len(one.m.Files)} // no Suites
 	if _, err := f.st.RecordRelease(ctx, legacy, &state.Flip{By: "root", At: f.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	old := newTree(t, "demo", one.m.ID, "2.0", f.key) // dated 08:00
+	old := newTree(t, "demo", one.m.ID, "2.0", f.key)
+	old.date = "Sun, 22 Nov 2026 08:00:00 UTC"
+	old.index(t)
 	before := f.snapshot()
 	_, err := f.admin.RecordRelease(ctx, "demo", old.publish(t, f.store), true, one.m.ID)
 	f.refused(t, before, err, api.CodeOlderRelease, "older than in the active release "+one.m.ID+" (Sun, 22 Nov 2026 09:00:00 UTC)")

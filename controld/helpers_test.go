@@ -24,6 +24,7 @@ import (
 	"github.com/armor-apt/armor/controld/client"
 	"github.com/armor-apt/armor/controld/state"
 	"github.com/armor-apt/armor/controld/state/bolt"
+	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/debian/sign"
 	genindex "github.com/armor-apt/armor/gen/index"
 	"github.com/armor-apt/armor/manifest"
@@ -198,11 +199,21 @@ func (tr *tree) unset(path string) {
 	tr.m.Files = slices.DeleteFunc(tr.m.Files, func(f manifest.File) bool { return f.Path == path })
 }
 
+// treeDates holds the Release date of each tree published, by release id: a tree built
+// on one is dated a second later, as armor build dates a release after its parent.
+var treeDates sync.Map
+
 // newTree builds a release of repo whose package has the given version, signed by key.
+// Its Release is dated a second after its parent's (2026-11-22 08:00 for a first
+// release).
 func newTree(t testing.TB, repo, parent, version string, key *sign.Key) *tree {
 	t.Helper()
-	tr := &tree{files: map[string][]byte{}, key: key, date: "Sun, 22 Nov 2026 08:00:00 UTC", m: &manifest.Manifest{
-		Schema: manifest.SchemaVersion, Repository: repo, Parent: parent, Date: "2026-11-22T08:00:00Z",
+	date := time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)
+	if d, ok := treeDates.Load(parent); ok {
+		date = d.(time.Time).Add(time.Second)
+	}
+	tr := &tree{files: map[string][]byte{}, key: key, date: release.FormatDate(date), m: &manifest.Manifest{
+		Schema: manifest.SchemaVersion, Repository: repo, Parent: parent, Date: date.Format(time.RFC3339),
 	}}
 	tr.add("hello", version, []byte("not really a deb: hello "+version+"\n"))
 	tr.index(t)
@@ -290,6 +301,11 @@ func (tr *tree) publish(t testing.TB, cas store.Store) string {
 	if err := manifest.Seal(tr.m); err != nil {
 		t.Fatal(err)
 	}
+	date, err := release.ParseDate(tr.date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	treeDates.Store(tr.m.ID, date)
 	data, err := manifest.Marshal(tr.m)
 	if err != nil {
 		t.Fatal(err)

@@ -124,10 +124,10 @@ func (s *Server) verifyRelease(ctx context.Context, repo state.Repository, m *ma
 	rel := state.Release{
 		Repository: repo.Name, ID: m.ID, Manifest: sum, Parent: m.Parent, Date: m.Date,
 		Packages: len(m.Packages), Files: len(m.Files), Signer: signer,
-		SuiteDates: map[string]string{},
+		Suites: map[string]state.Suite{},
 	}
 	for _, su := range suites {
-		rel.SuiteDates[su.dir] = su.date.UTC().Format(time.RFC3339)
+		rel.Suites[su.dir] = state.Suite{Date: su.date.UTC().Format(time.RFC3339), InRelease: paths[su.dir+"/InRelease"].SHA256}
 	}
 	for o := range objects {
 		rel.Size += o.Size

@@ -118,10 +118,16 @@ type Release struct {
 	Signer     string    `json:"signer"`
 	PushedBy   string    `json:"pushed_by"`
 	PushedAt   time.Time `json:"pushed_at"`
-	// SuiteDates is the Date of each suite's signed Release (RFC 3339, UTC), by suite
-	// directory ("dists/stable"): what tells a newer release from an older one. Releases
-	// recorded before controld kept it have none.
-	SuiteDates map[string]string `json:"suite_dates,omitempty"`
+	// Suites are the release's verified suites by directory ("dists/stable"): what tells
+	// a newer release from an older one. Releases recorded before controld kept them
+	// have none.
+	Suites map[string]Suite `json:"suites,omitempty"`
+}
+
+// Suite is one verified suite of a release.
+type Suite struct {
+	Date      string `json:"date"`       // its signed Release's Date (RFC 3339, UTC)
+	InRelease string `json:"in_release"` // the SHA-256 of its InRelease
 }
 
 // Activation is one entry of a repository's history: the pointer moved From → To.

@@ -95,7 +95,7 @@ func release(repo, id, parent string) state.Release {
 	return state.Release{
 		Repository: repo, ID: ID(id), Manifest: ID("m" + id), Parent: parent,
 		Files: 3, PushedBy: "ci", PushedAt: t0,
-		SuiteDates: map[string]string{"dists/stable": "2026-11-22T08:00:00Z"},
+		Suites: map[string]state.Suite{"dists/stable": {Date: "2026-11-22T08:00:00Z", InRelease: ID("in" + id)}},
 	}
 }
 
