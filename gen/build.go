@@ -39,7 +39,7 @@ func Build(ctx context.Context, o Options) (_ *Result, err error) {
 	if err := s.done("apply change", err); err != nil {
 		return nil, err
 	}
-	if err := checkDates(o.Date, o.Suites, o.now(), par.m); err != nil {
+	if err := settleDates(&o, par.m); err != nil {
 		return nil, err
 	}
 	if err := runGate(ctx, o.Gate, par, pl, ins); err != nil {

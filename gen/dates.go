@@ -14,25 +14,34 @@ import (
 // release older than the active one, or expired. A build that would sign such a Release
 // fails before it writes anything, and says how to set the date.
 
-// ErrDate is wrapped by the errors of checkDates.
+// ErrDate is wrapped by the errors of settleDates.
 var ErrDate = errors.New("build date")
 
-// checkDates refuses a build dated date before its parent, or whose Valid-Until (date
-// plus a suite's ValidFor) has passed by now.
-func checkDates(date time.Time, suites []Suite, now time.Time, parent *manifest.Manifest) error {
-	date = date.UTC().Truncate(time.Second)
+// settleDates sets the build's date a second after its parent's when it is not later
+// (two builds within one second, or a runner whose clock is behind the parent's), so
+// that every release is newer than the one it replaces: apt cannot order two Release
+// files of the same Date, and takes either. A date from SOURCE_DATE_EPOCH that is before
+// the parent's is refused rather than moved: the setting is wrong. It also refuses a
+// build whose Valid-Until (the date plus a suite's ValidFor) has passed by o.Now.
+func settleDates(o *Options, parent *manifest.Manifest) error {
+	date := o.Date.UTC().Truncate(time.Second)
 	if parent != nil {
-		if pd, err := time.Parse(time.RFC3339, parent.Date); err == nil && date.Before(pd) {
-			return fmt.Errorf("%w %s is older than the date of the release it is built on (%s, release %s): apt clients that have that release would ignore this one, and controld refuses to activate it; the build date is SOURCE_DATE_EPOCH when it is set: unset it, or set it to %d or later",
-				ErrDate, release.FormatDate(date), release.FormatDate(pd), parent.ID, pd.Unix())
+		if pd, err := time.Parse(time.RFC3339, parent.Date); err == nil && !date.After(pd) {
+			if date.Before(pd) && !o.DateFromClock {
+				return fmt.Errorf("%w %s is older than the date of the release it is built on (%s, release %s): apt clients that have that release would ignore this one, and controld refuses to activate it; the build date is SOURCE_DATE_EPOCH, or armor.toml's date, when set: unset it, or set it to %d or later",
+					ErrDate, release.FormatDate(date), release.FormatDate(pd), parent.ID, pd.Unix())
+			}
+			date = pd.Add(time.Second)
 		}
 	}
-	for _, s := range suites {
+	o.Date = date
+	now := o.now()
+	for _, s := range o.Suites {
 		if s.ValidFor <= 0 {
 			continue
 		}
 		if until := date.Add(s.ValidFor); !until.After(now) {
-			return fmt.Errorf("%w: suite %s would be valid until %s (the build date %s plus valid_for %s), which has passed: apt would refuse it as expired; the build date is SOURCE_DATE_EPOCH when it is set: set it to a recent time (after %d), or raise valid_for",
+			return fmt.Errorf("%w: suite %s would be valid until %s (the build date %s plus valid_for %s), which has passed: apt would refuse it as expired; the build date is SOURCE_DATE_EPOCH, or armor.toml's date, when set: set it to a recent time (after %d), or raise valid_for",
 				ErrDate, s.Codename, release.FormatDate(until), release.FormatDate(date), s.ValidFor, now.Add(-s.ValidFor).Unix())
 		}
 	}

@@ -3,6 +3,7 @@ package gen_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
@@ -12,11 +13,12 @@ import (
 	"github.com/armor-apt/armor/gen"
 )
 
-// TestBuildOlderThanParent: a build dated before the release it is built on (an old
-// SOURCE_DATE_EPOCH) fails before it writes anything, saying how to set the date; the
-// same date or a later one builds.
+// TestBuildOlderThanParent: a build dated by SOURCE_DATE_EPOCH before the release it is
+// built on fails before it writes anything, saying how to set the date; the same date
+// or a later one builds.
 func TestBuildOlderThanParent(t *testing.T) {
 	r := newRepo(t, repoConfig{Synth: 2})
+	r.Opts.DateFromClock = false
 	parent := r.mustBuild()
 	writeOne(t, r.in("extra"), "extra", "1.0", "amd64", "")
 	r.Opts.Date = testDate.Add(-time.Hour)
@@ -78,5 +80,29 @@ func TestExpiredReleaseSignedAgain(t *testing.T) {
 	r.Opts.Date = later
 	if res := r.mustBuild(); !res.UpToDate {
 		t.Errorf("a build within Valid-Until signed again: %+v", res.Stats)
+	}
+}
+
+// TestBuildSameSecondAsParent: a build dated as its parent (two builds within one
+// second), or before it by a clock that is behind, is dated a second after the parent,
+// so that apt can tell the two apart.
+func TestBuildSameSecondAsParent(t *testing.T) {
+	r := newRepo(t, repoConfig{Synth: 2})
+	r.mustBuild()
+	for i, date := range []time.Time{testDate, testDate.Add(-time.Minute)} {
+		writeOne(t, r.in("extra"), fmt.Sprintf("extra%d", i), "1.0", "amd64", "")
+		r.Opts.Date, r.Opts.DateFromClock = date, true
+		res := r.mustBuild()
+		want := testDate.Add(time.Duration(i+1) * time.Second)
+		if res.Manifest.Date != want.Format(time.RFC3339) {
+			t.Errorf("build %d: manifest date %s, want %s", i, res.Manifest.Date, want.Format(time.RFC3339))
+		}
+		rel, err := os.ReadFile(r.tree("dists/stable/Release"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := "\nDate: " + want.Format("Mon, 02 Jan 2006 15:04:05") + " UTC\n"; !bytes.Contains(rel, []byte(d)) {
+			t.Errorf("build %d: Release lacks %q:\n%s", i, d, rel)
+		}
 	}
 }

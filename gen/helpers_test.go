@@ -150,6 +150,9 @@ func newRepo(t testing.TB, c repoConfig) *repo {
 		Hash:     c.Hash,
 		Date:     testDate,
 		Now:      func() time.Time { return testDate }, // Valid-Until is checked against the test's clock
+		// Builds take testDate as a clock's date: one built on another of the same date
+		// is dated a second later, as two builds within a second are.
+		DateFromClock: true,
 	}}
 }
 
@@ -372,4 +375,16 @@ func writeOne(t testing.TB, dir, name, version, arch, depends string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// buildAsOf builds from nothing with the date of other, a release a chain of builds made
+// (each dated a second after its parent), and returns its manifest.
+func (r *repo) buildAsOf(other *manifest.Manifest) *manifest.Manifest {
+	r.t.Helper()
+	date, err := time.Parse(time.RFC3339, other.Date)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.Opts.Date = date
+	return r.mustBuild().Manifest
 }

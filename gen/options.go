@@ -100,6 +100,9 @@ type Options struct {
 	// build dated before its parent, or valid until a time Now has passed, fails with
 	// ErrDate (dates.go); a kept Release whose Valid-Until has passed is signed afresh.
 	Now func() time.Time
+	// DateFromClock says Date is the clock's, not SOURCE_DATE_EPOCH: a Date before the
+	// parent's is then moved a second after it rather than refused.
+	DateFromClock bool
 
 	Progress func(Progress) // may be nil; called from several goroutines
 
