@@ -107,6 +107,7 @@ type cluster struct {
 	controld, edged               *proc
 	http                          *http.Client // talks to the edge directly, never through a proxy
 	controldStarts, edgedStarts   int
+	edgedArgs                     []string // more arguments of edged
 }
 
 // newCluster starts a cluster whose store is a local directory (work/store).
@@ -153,9 +154,9 @@ func (c *cluster) startEdged(t *testing.T) {
 	t.Helper()
 	c.edgedStarts++
 	c.edged = startProc(t, []string{"ARMOR_EDGE_TOKEN=" + c.edgeToken},
-		filepath.Join(c.work, fmt.Sprintf("edged-%d.log", c.edgedStarts)), "edged",
-		"--listen", c.edge, "--admin-listen", c.edgeAdmin, "--controld", "http://"+c.controldAddr,
-		"--store", c.store, "--state-dir", c.edgeState)
+		filepath.Join(c.work, fmt.Sprintf("edged-%d.log", c.edgedStarts)),
+		append([]string{"edged", "--listen", c.edge, "--admin-listen", c.edgeAdmin, "--controld", "http://" + c.controldAddr,
+			"--store", c.store, "--state-dir", c.edgeState}, c.edgedArgs...)...)
 	waitHTTP(t, "http://"+c.edgeAdmin+"/healthz")
 }
 
