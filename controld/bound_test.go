@@ -242,3 +242,33 @@ func TestRecordBoundsGzipIndexes(t *testing.T) {
 		})
 	}
 }
+
+// TestRecordIndexDecompressionBound: controld decompresses an index no further than the
+// size Release lists for its uncompressed form, and holds what it decompresses to that
+// size and SHA-256, as apt does: a signed Packages.gz that decompresses to more (a
+// decompression bomb, or a Release listing the wrong sums) is refused.
+func TestRecordIndexDecompressionBound(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	f.repo("demo")
+	tr := newTree(t, "demo", "", "1.0", f.key)
+	tr.gz = true
+	tr.index(t)
+	rel := "dists/stable/Release"
+	// Release lists a smaller uncompressed Packages than what Packages.gz holds.
+	var plain []byte
+	for _, line := range bytes.SplitAfter(tr.files[rel], []byte("\n")) {
+		if bytes.HasSuffix(line, []byte(" main/binary-amd64/Packages\n")) {
+			fields := bytes.Fields(line)
+			line = fmt.Appendf(nil, " %s %16d main/binary-amd64/Packages\n", fields[0], 10)
+		}
+		plain = append(plain, line...)
+	}
+	tr.set(rel, plain)
+	tr.sign(t, f.key)
+	_, err := f.admin.RecordRelease(ctx, "demo", tr.publish(t, f.store), true, "")
+	apiErr := wantStatus(t, err, http.StatusUnprocessableEntity)
+	if !strings.Contains(apiErr.Message, "suite stable, index main/binary-amd64/Packages: dists/stable/main/binary-amd64/Packages.gz: decompresses to more than Release lists for the uncompressed index") {
+		t.Errorf("%q: want the index named and the bound", apiErr.Message)
+	}
+}
