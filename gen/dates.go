@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -46,6 +47,29 @@ func settleDates(o *Options, parent *manifest.Manifest) error {
 		}
 	}
 	return nil
+}
+
+// maxDateWait bounds waitForDate: a date further ahead of the clock is the runner's clock
+// or SOURCE_DATE_EPOCH, not two builds within a second, and waiting would not help.
+const maxDateWait = 2 * time.Second
+
+// waitForDate waits, when date is ahead of the real clock by at most maxDateWait (a
+// build moved a second after a parent of the same second), until the clock reaches it:
+// a signature made in the future fails verification (go-crypto, so controld, says it
+// has expired) until then. It returns early with ctx's error.
+func waitForDate(ctx context.Context, date time.Time) error {
+	d := time.Until(date)
+	if d <= 0 || d > maxDateWait {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // now is the wall clock of the build, for Valid-Until.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/gen"
 )
 
@@ -104,5 +105,28 @@ func TestBuildSameSecondAsParent(t *testing.T) {
 		if d := "\nDate: " + want.Format("Mon, 02 Jan 2006 15:04:05") + " UTC\n"; !bytes.Contains(rel, []byte(d)) {
 			t.Errorf("build %d: Release lacks %q:\n%s", i, d, rel)
 		}
+	}
+}
+
+// TestBuildWithinOneSecondVerifiesAtOnce: a build made in the same second as its parent,
+// by the clock, is dated a second later; it returns only once that second has come, so
+// its InRelease verifies as soon as the build returns, as controld verifies it on a
+// push that follows at once (a signature made in the future fails go-crypto's check).
+func TestBuildWithinOneSecondVerifiesAtOnce(t *testing.T) {
+	r := newRepo(t, repoConfig{Synth: 2})
+	r.Opts.Now = nil
+	r.Opts.Date = time.Now().UTC().Truncate(time.Second).Add(time.Second) // a parent dated "now", at worst a second ahead
+	r.mustBuild()
+	writeOne(t, r.in("extra"), "extra", "1.0", "amd64", "")
+	res := r.mustBuild() // same Date from the clock: moved a second later
+	if res.Manifest.Date == r.Opts.Date.Format(time.RFC3339) {
+		t.Fatalf("the second build kept its parent's date %s", res.Manifest.Date)
+	}
+	data, err := os.ReadFile(r.tree("dists/stable/InRelease"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := sign.VerifyClearsigned(data, publicKeyring(t, r.Opts.Key)); err != nil {
+		t.Fatalf("the InRelease of a build moved a second after its parent does not verify when the build returns: %v", err)
 	}
 }

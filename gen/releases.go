@@ -78,6 +78,9 @@ func signRelease(ctx context.Context, sp releaseSpec, s Suite, idx suiteIndexes,
 			return kept, false, nil
 		}
 	}
+	if err := waitForDate(ctx, sp.date); err != nil {
+		return nil, false, err
+	}
 	inRelease, detached, err := sign.SignRelease(ctx, sp.keys, text, sp.hash, sp.date)
 	if err != nil {
 		return nil, false, fmt.Errorf("sign %sRelease: %w", dist, err)
