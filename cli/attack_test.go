@@ -417,7 +417,9 @@ func TestAttackCompromisedEdge(t *testing.T) {
 	src := apttest.Source{URI: rogue.URL + "/", Suites: []string{"stable"}, Components: []string{"main"}, SignedBy: a.p.keyring()}
 	apt := apttest.New(t, apttest.Options{Sources: []apttest.Source{src}})
 	apt.Update(t)
-	out, err := apt.Cmd("download", "hello-victim").CombinedOutput()
+	dl := apt.Cmd("download", "hello-victim")
+	dl.Dir = t.TempDir() // apt-get download writes, and keeps a mismatched file as .FAILED, in its working directory
+	out, err := dl.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "Hash Sum mismatch") {
 		t.Errorf("apt-get download of a tampered .deb: %v\n%s\nwant a hash sum mismatch", err, out)
 	}

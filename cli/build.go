@@ -103,23 +103,22 @@ type buildResult struct {
 }
 
 // buildDate is SOURCE_DATE_EPOCH when set, else armor.toml's date (configDate), so
-// builds are reproducible, else now (fromClock).
-func buildDate(now func() time.Time, configDate ...string) (date time.Time, fromClock bool, err error) {
+// builds are reproducible, else now.
+func buildDate(now func() time.Time, configDate ...string) (time.Time, error) {
 	if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return time.Time{}, false, fmt.Errorf("SOURCE_DATE_EPOCH=%q is not a Unix time in seconds", s)
+			return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH=%q is not a Unix time in seconds", s)
 		}
-		return time.Unix(n, 0).UTC(), false, nil
+		return time.Unix(n, 0).UTC(), nil
 	}
 	if len(configDate) > 0 && configDate[0] != "" {
-		date, err := config.ParseDate(configDate[0])
-		return date, false, err
+		return config.ParseDate(configDate[0])
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return now().UTC().Truncate(time.Second), true, nil
+	return now().UTC().Truncate(time.Second), nil
 }
 
 // loadPrevious reads the manifest of the last build; a missing file means a first build.
@@ -173,7 +172,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 		opts.LoadPrevious = func() (*manifest.Manifest, error) { return loadPrevious(manifestPath) }
 	}
 	opts.Now = o.Now
-	if opts.Date, opts.DateFromClock, err = buildDate(o.Now, cfg.Date); err != nil {
+	if opts.Date, err = buildDate(o.Now, cfg.Date); err != nil {
 		return nil, err
 	}
 	opts.Verify, opts.Resign, opts.Progress = o.Verify, o.Resign, o.Progress

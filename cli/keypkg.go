@@ -43,7 +43,7 @@ func (c *KeyPackageCmd) Run(g *Globals) error {
 	if err != nil {
 		return fmt.Errorf("the published keyring: %w", err)
 	}
-	date, _, err := buildDate(nil, cfg.Date)
+	date, err := buildDate(nil, cfg.Date)
 	if err != nil {
 		return err
 	}

@@ -10,28 +10,24 @@ import (
 	"github.com/armor-apt/armor/manifest"
 )
 
-// Dates a release must not be signed with. apt ignores an InRelease older than the one
-// it holds and refuses one whose Valid-Until has passed; controld refuses to activate a
-// release older than the active one, or expired. A build that would sign such a Release
-// fails before it writes anything, and says how to set the date.
+// Dates a release must not be signed with. apt cannot order two Release files of one
+// Date and refuses one whose Valid-Until has passed; controld refuses to activate a
+// release not newer than the active one, or expired. So a build is always dated after
+// its parent, and one that would be expired at once fails before it writes anything.
 
 // ErrDate is wrapped by the errors of settleDates.
 var ErrDate = errors.New("build date")
 
-// settleDates sets the build's date a second after its parent's when it is not later
-// (two builds within one second, or a runner whose clock is behind the parent's), so
-// that every release is newer than the one it replaces: apt cannot order two Release
-// files of the same Date, and takes either. A date from SOURCE_DATE_EPOCH that is before
-// the parent's is refused rather than moved: the setting is wrong. It also refuses a
-// build whose Valid-Until (the date plus a suite's ValidFor) has passed by o.Now.
+// settleDates dates the build a second after its parent when its date is not later:
+// two builds within one second, a runner whose clock is behind the parent's, or a
+// SOURCE_DATE_EPOCH (or armor.toml date) that a chain of builds keeps fixed. The date
+// still follows from the inputs alone, the parent among them, so a build repeated
+// gives the same bytes; Result.Manifest.Date is the date it took. It refuses a build
+// whose Valid-Until (the date plus a suite's ValidFor) has passed by o.Now.
 func settleDates(o *Options, parent *manifest.Manifest) error {
 	date := o.Date.UTC().Truncate(time.Second)
 	if parent != nil {
 		if pd, err := time.Parse(time.RFC3339, parent.Date); err == nil && !date.After(pd) {
-			if date.Before(pd) && !o.DateFromClock {
-				return fmt.Errorf("%w %s is older than the date of the release it is built on (%s, release %s): apt clients that have that release would ignore this one, and controld refuses to activate it; the build date is SOURCE_DATE_EPOCH, or armor.toml's date, when set: unset it, or set it to %d or later",
-					ErrDate, release.FormatDate(date), release.FormatDate(pd), parent.ID, pd.Unix())
-			}
 			date = pd.Add(time.Second)
 		}
 	}

@@ -150,9 +150,6 @@ func newRepo(t testing.TB, c repoConfig) *repo {
 		Hash:     c.Hash,
 		Date:     testDate,
 		Now:      func() time.Time { return testDate }, // Valid-Until is checked against the test's clock
-		// Builds take testDate as a clock's date: one built on another of the same date
-		// is dated a second later, as two builds within a second are.
-		DateFromClock: true,
 	}}
 }
 

@@ -97,12 +97,10 @@ type Options struct {
 	// pool file is a copy (tree.Writer.CopyFile), a clone on a copy-on-write file system.
 	LinkPool bool
 	// Now is the wall clock, against which Valid-Until is checked (nil: time.Now). A
-	// build dated before its parent, or valid until a time Now has passed, fails with
-	// ErrDate (dates.go); a kept Release whose Valid-Until has passed is signed afresh.
+	// build valid until a time Now has passed fails with ErrDate; a kept Release whose
+	// Valid-Until has passed is signed afresh. A Date not after the parent's is moved a
+	// second after it (dates.go).
 	Now func() time.Time
-	// DateFromClock says Date is the clock's, not SOURCE_DATE_EPOCH: a Date before the
-	// parent's is then moved a second after it rather than refused.
-	DateFromClock bool
 
 	Progress func(Progress) // may be nil; called from several goroutines
 
