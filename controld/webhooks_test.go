@@ -58,6 +58,9 @@ func (f *fixture) hook(rcv *hooktest.Receiver, repos []string, events ...string)
 	return out.Hook
 }
 
+// ignoreResult keeps the error of a call whose result the test does not need.
+func ignoreResult[T any](_ T, err error) error { return err }
+
 func events(got []hooktest.Received) []string {
 	var out []string
 	for _, g := range got {
@@ -69,7 +72,7 @@ func events(got []hooktest.Received) []string {
 // TestHooksDelivered: each event a hook asks for reaches it once, signed with its
 // secret, saying what happened: records, activations with the paths they changed,
 // rollbacks, key changes and garbage collections. Hooks of other repositories or other
-// events hear nothing of it.
+// events hear nothing of it, nor of a downgrade that controld refused.
 func TestHooksDelivered(t *testing.T) {
 	ctx := context.Background()
 	f := serving(t, hooksConfig())
@@ -88,6 +91,10 @@ func TestHooksDelivered(t *testing.T) {
 	}
 	if _, err := f.admin.RecordRelease(ctx, "demo", sum2, true, id1); err != nil {
 		t.Fatal(err)
+	}
+	// A downgrade dressed as a push is refused, and tells no hook of anything.
+	if e := wantStatus(t, ignoreResult(f.admin.RecordRelease(ctx, "demo", sum1, true, id2)), http.StatusConflict); e.Code != api.CodeNotOnActiveLine {
+		t.Fatalf("recording the older release with activate: code %q, want %q", e.Code, api.CodeNotOnActiveLine)
 	}
 	if _, err := f.admin.Rollback(ctx, "demo", id2); err != nil {
 		t.Fatal(err)
