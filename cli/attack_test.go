@@ -216,10 +216,11 @@ func TestAttackExtraneousPackage(t *testing.T) {
 	a.stillV2(t)
 	a.c.mustGet(t, attackHost, "/"+path, 404)
 	for _, page := range []string{"/", "/pool/main/"} {
-		if _, body := a.c.mustGet(t, attackHost, page, 200); bytes.Contains(body, []byte("evil-dep")) {
-			t.Errorf("%s shows evil-dep", page)
+		if _, body := a.c.mustGet(t, attackHost, page, 200); bytes.Contains(body, []byte("evil-dep")) || bytes.Contains(body, []byte(`href="e/"`)) {
+			t.Errorf("%s shows evil-dep or its directory:\n%s", page, body)
 		}
 	}
+	a.c.mustGet(t, attackHost, "/pool/main/e/evil-dep/", 404)
 	if out := a.apt(t).Policy(t, "evil-dep"); out != "" {
 		t.Errorf("apt knows evil-dep: %q", out)
 	}
