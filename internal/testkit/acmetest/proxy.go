@@ -198,7 +198,9 @@ func (b *Balancer) Check(t testing.TB, health map[string]string, every time.Dura
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	t.Cleanup(func() { close(stop); <-done })
-	client := &http.Client{Timeout: every + time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}}
+	// One kept-alive connection per backend: a check is no new connection, whose source
+	// port could be one a restarting backend needs.
+	client := &http.Client{Timeout: every + time.Second, Transport: &http.Transport{Proxy: nil}}
 	go func() {
 		defer close(done)
 		tick := time.NewTicker(every)
