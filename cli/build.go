@@ -97,7 +97,9 @@ type buildResult struct {
 	// Reproduced is what --verify-reproducible found.
 	Reproduced *rebuildReport `json:"reproduced,omitempty"`
 	// Check is what the installability check found, by suite checked.
-	Check      []checkReport `json:"check,omitempty"`
+	Check []checkReport `json:"check,omitempty"`
+	// Warnings are about the build's setting, not its packages (a secret left behind).
+	Warnings   []string `json:"warnings,omitempty"`
 	checkNotes []string
 	m          *manifest.Manifest
 }
@@ -145,7 +147,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	}
 	// The key first: a runner without a usable key, or with one apt users' keyring
 	// rejects, stops before it takes the lock or writes anything.
-	keys, err := signingKeys(cfg)
+	keys, keyWarnings, err := signingKeys(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +209,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	out := &buildResult{
 		Manifest: manifestPath, Tree: opts.TreeDir, UpToDate: res.UpToDate,
 		Stats: res.Stats, Elapsed: time.Since(start).Seconds(), m: res.Manifest,
-		Check: check.reports, checkNotes: check.notes,
+		Check: check.reports, checkNotes: check.notes, Warnings: keyWarnings,
 	}
 	if res.Manifest != nil {
 		out.Release, out.Parent = res.Manifest.ID, res.Manifest.Parent
@@ -337,6 +339,9 @@ func printBuild(g *Globals, r *buildResult) error {
 	}
 	w := g.stdout
 	s := r.Stats
+	for _, msg := range r.Warnings {
+		fmt.Fprintf(g.stderr, "armor: warning: %s\n", msg)
+	}
 	if r.UpToDate {
 		fmt.Fprintf(w, "up to date: release %s, %d packages (%d inputs checked, %.2fs)\n", short(r.Release), s.Packages, s.Inputs, r.Elapsed)
 		return nil

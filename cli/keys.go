@@ -131,7 +131,7 @@ func printKey(g *Globals, k *sign.Key, path string) error {
 // hold. Every command that signs (build, repos create's key upload, rollback) gets its
 // key here.
 func signingKey(cfg *config.File) (*sign.Key, error) {
-	keys, err := signingKeys(cfg)
+	keys, _, err := signingKeys(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -139,16 +139,62 @@ func signingKey(cfg *config.File) (*sign.Key, error) {
 }
 
 // signingKeys returns the signing key and, during a change of keys, the next key, each
-// checked as signingKey checks its key.
-func signingKeys(cfg *config.File) ([]*sign.Key, error) {
+// checked as signingKey checks its key. armor.toml's signing.next_key says whether a
+// change of keys is under way; $ARMOR_NEXT_SIGNING_KEY only hands its key over (see
+// nextKeyOutsideRotation when it is set while none is).
+func signingKeys(cfg *config.File) ([]*sign.Key, []string, error) {
+	next, ok, err := config.NextSigningKey(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok && cfg != nil && cfg.Signing.NextKey == "" {
+		return nextKeyOutsideRotation(cfg, next)
+	}
 	k, err := signingKeyOnly(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	next, ok, err := config.NextSigningKey(cfg)
-	if err != nil || !ok {
-		return []*sign.Key{k}, err
+	if !ok {
+		return []*sign.Key{k}, nil, nil
 	}
+	keys, err := withNextKey(cfg, k, next)
+	return keys, nil, err
+}
+
+// nextKeyOutsideRotation handles $ARMOR_NEXT_SIGNING_KEY set while armor.toml has no
+// signing.next_key: a CI secret left behind after armor key rotate --finish (or set
+// before the armor.toml of armor key rotate was committed). When it holds the signing
+// key itself (the secrets were updated, the old one not deleted) it is harmless: the
+// key signs once, with a warning. Otherwise the build would sign with a key the
+// published keyring may not hold, or without the one it does: refused, saying which
+// secret to change.
+func nextKeyOutsideRotation(cfg *config.File, next config.Secret) ([]*sign.Key, []string, error) {
+	k, from, err := loadSigningKey(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	pass, err := config.Passphrase(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err := readSigningKey(next, pass, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if n.Fingerprint() != k.Fingerprint() {
+		return nil, nil, fmt.Errorf("%s holds key %s, but no change of keys is under way: %s has no signing.next_key, and %s holds key %s. After armor key rotate --finish the new key signs alone: put it in $%s and delete $%s. To start a change of keys, run armor key rotate and commit armor.toml and keys/ first",
+			next.From, n.Fingerprint(), cfg.Path, from, k.Fingerprint(), config.EnvSigningKey, config.EnvNextSigningKey)
+	}
+	if err := checkPublished(cfg, k, from); err != nil {
+		return nil, nil, err
+	}
+	warn := fmt.Sprintf("%s holds the signing key %s itself and no change of keys is under way (%s has no signing.next_key): it signs once; delete $%s",
+		next.From, k.Fingerprint(), cfg.Path, config.EnvNextSigningKey)
+	return []*sign.Key{k}, []string{warn}, nil
+}
+
+// withNextKey reads the next key of a change of keys and returns both.
+func withNextKey(cfg *config.File, k *sign.Key, next config.Secret) ([]*sign.Key, error) {
 	pass, err := config.Passphrase(cfg)
 	if err != nil {
 		return nil, err

@@ -133,7 +133,7 @@ func rebuild(ctx context.Context, cfg *config.File, st *lazyStore, target *manif
 	for i := range opts.Suites {
 		opts.Suites[i].Inputs, opts.Suites[i].AllowEmpty, opts.Suites[i].Sync = nil, true, false
 	}
-	keys, err := signingKeys(cfg)
+	keys, _, err := signingKeys(cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -127,11 +127,16 @@ func republish(ctx context.Context, cfg *config.File, url string, cl *client.Cli
 	if err != nil {
 		return nil, err
 	}
+	date, err := buildDate(nil)
+	if err != nil {
+		return nil, err
+	}
 	return publish.Republish(ctx, publish.RepublishOptions{
 		Client: cl, URL: url, Repo: repo, Status: st, Store: cas,
 		Key:   func() (*sign.Key, error) { return signingKey(cfg) },
 		Hash:  signHash(cfg),
 		Cache: cfg.Resolve(cfg.Output.Cache),
+		Date:  date,
 	})
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -23,6 +24,7 @@ type KeyRotateCmd struct {
 	ControldFlags
 	Algo   string `help:"The new key's algorithm: rsa4096 (default), rsa3072 or eddsa." default:"rsa4096" enum:"rsa4096,rsa3072,eddsa"`
 	To     string `help:"The new key is held elsewhere, named by URI (pkcs11:..., awskms://..., gpg-agent:FINGERPRINT) instead of generated into a file. A token PIN comes from $ARMOR_KEY_PASSPHRASE or pin-source, never from this flag."`
+	Import string `help:"The new key is this secret key file (armored or binary: a key made ahead of time, or gpg --export-secret-keys --armor output) instead of one generated now; it is stored as .armor/keys/next.sec.asc with the signing key's passphrase." type:"existingfile"`
 	Finish bool   `help:"End the overlap: the new key becomes the signing key, the old one leaves the keyring."`
 }
 
@@ -30,7 +32,7 @@ type KeyRotateCmd struct {
 func (c *KeyRotateCmd) Help() string {
 	return `armor key rotate starts the change: it generates the new key into .armor/keys/next.sec.asc (with the signing key's passphrase), adds it to keys/<name>-archive-keyring.asc and .gpg beside the old one, sets signing.next_key in armor.toml, and registers it in controld when one is configured (an admin token), so the edge serves both. From then on every build signs InRelease and Release.gpg with both keys, and apt accepts them with either. Publish the keyring package again (armor key package) so users receive the new key with their upgrades; on a CI runner hand the new key over in $ARMOR_NEXT_SIGNING_KEY.
 
-With --to URI the new key is one held in an HSM, a KMS or gpg-agent: its public half goes into the keyring and signing.next_key names the URI; no key file is made. Either key may be a key file or a key URI.
+With --import FILE the new key is one made ahead of time (as Debian's archive keys are, months before they sign), read with the signing key's passphrase. With --to URI the new key is one held in an HSM, a KMS or gpg-agent: its public half goes into the keyring and signing.next_key names the URI; no key file is made. Either key may be a key file or a key URI.
 
 armor key rotate --finish ends it once users have the new key: the new key becomes signing.key (a new key file replaces signing.key's file when both are files), the keyring keeps the new key only, signing.next_key goes, and controld forgets the old key.`
 }
@@ -51,6 +53,9 @@ func (c *KeyRotateCmd) Run(g *Globals) error {
 		return fmt.Errorf("%s: signing.key names no key: armor key rotate keeps the key files or key URIs in armor.toml", cfg.Path)
 	}
 	if c.To != "" {
+		if c.Import != "" {
+			return fmt.Errorf("--to and --import both name the new key: give one of them")
+		}
 		if err := checkKeyFlag(c.To); err != nil {
 			return fmt.Errorf("--to: %w", err)
 		}
@@ -70,16 +75,19 @@ func (c *KeyRotateCmd) Run(g *Globals) error {
 	}
 	name, email := splitUserID(old.Info().UserID)
 	var next *sign.Key
-	if c.To != "" {
+	switch {
+	case c.To != "":
 		next, err = remoteKey(g.ctx, c.To, old.Info().UserID, pass.Data)
-	} else {
+	case c.Import != "":
+		next, err = importKey(c.Import, pass.Data)
+	default:
 		next, err = sign.Generate(name, email, sign.Algorithm(c.Algo), time.Now())
 	}
 	if err != nil {
 		return err
 	}
 	if next.Fingerprint() == old.Fingerprint() {
-		return fmt.Errorf("--to %s is the signing key itself", c.To)
+		return fmt.Errorf("the new key %s is the signing key itself", cmp.Or(c.To, c.Import))
 	}
 	var nextRing, armored bytes.Buffer
 	if err := next.WritePublicKeyring(&nextRing); err != nil {
@@ -124,7 +132,7 @@ func (c *KeyRotateCmd) finish(g *Globals, cfg *config.File) error {
 	if cfg.Signing.NextKey == "" {
 		return fmt.Errorf("%s: no change of keys is under way (no signing.next_key): start one with armor key rotate", cfg.Path)
 	}
-	keys, err := signingKeys(cfg)
+	keys, _, err := signingKeys(cfg)
 	if err != nil {
 		return err
 	}
@@ -178,6 +186,20 @@ func (c *KeyRotateCmd) promoteNext(cfg *config.File) error {
 	}
 	os.Remove(nextPath)
 	return nil
+}
+
+// importKey reads the secret key file that --import names, decrypting it with pass.
+func importKey(path string, pass []byte) (*sign.Key, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--import: %w", err)
+	}
+	defer f.Close()
+	k, err := sign.ReadSecretKey(f, pass)
+	if err != nil {
+		return nil, fmt.Errorf("--import %s: %w", path, err)
+	}
+	return k, nil
 }
 
 // controldKeys is what rotation asks of controld.

@@ -86,3 +86,65 @@ func copyFileT(t *testing.T, src, dst string) {
 		t.Fatal(err)
 	}
 }
+
+// TestKeyRotateImportAndLeftoverSecret: armor key rotate --import takes a key made ahead
+// of time; after --finish, a runner whose $ARMOR_NEXT_SIGNING_KEY was left set signs once
+// with the new key when $ARMOR_SIGNING_KEY holds it too (a warning says to delete the
+// secret), and is refused, naming both secrets, when $ARMOR_SIGNING_KEY still holds the
+// old key.
+func TestKeyRotateImportAndLeftoverSecret(t *testing.T) {
+	dir, cfg := initAcme(t)
+	oldKey := string(readFileT(t, filepath.Join(dir, ".armor", "keys", "signing.sec.asc")))
+	armorFails(t, 1, []string{"--to and --import"}, "-c", cfg, "key", "rotate", "--import", eddsaKey, "--to", "gpg-agent:0123")
+	out := armorOK(t, "-c", cfg, "key", "rotate", "--import", eddsaKey)
+	const newFpr = "46B67D6D4CA63BE43550B392875011482ECCA006"
+	if !strings.Contains(out, "new key "+newFpr) {
+		t.Fatalf("key rotate --import: %s", out)
+	}
+	armorOK(t, "-c", cfg, "build")
+	release := string(readFileT(t, filepath.Join(dir, "public", "dists", "stable", "Release")))
+	if line := grepLine(release, "Signed-By:"); !strings.Contains(line, newFpr) || strings.Count(line, ",") != 1 {
+		t.Errorf("during the change Release's Signed-By is %q, want both keys", line)
+	}
+	armorOK(t, "-c", cfg, "key", "rotate", "--finish")
+	newKey := string(readFileT(t, filepath.Join(dir, ".armor", "keys", "signing.sec.asc")))
+	if newKey == oldKey {
+		t.Fatal("--finish left the old key in signing.key's file")
+	}
+
+	// The runner: the keys come from the environment only.
+	data := strings.Replace(string(readFileT(t, cfg)), `key = ".armor/keys/signing.sec.asc"`, "", 1)
+	if err := os.WriteFile(cfg, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ARMOR_NEXT_SIGNING_KEY", newKey)
+	t.Setenv("ARMOR_SIGNING_KEY", oldKey)
+	if _, err := synth.WriteOne(filepath.Join(dir, "debs"), "hello", "1.1-1", "amd64", ""); err != nil {
+		t.Fatal(err)
+	}
+	armorFails(t, 1, []string{"$ARMOR_NEXT_SIGNING_KEY holds key " + newFpr, "no change of keys is under way",
+		"put it in $ARMOR_SIGNING_KEY and delete $ARMOR_NEXT_SIGNING_KEY"}, "-c", cfg, "build")
+
+	t.Setenv("ARMOR_SIGNING_KEY", newKey)
+	r := armor(t, "-c", cfg, "build")
+	if r.code != 0 || !strings.Contains(r.stderr, "warning: $ARMOR_NEXT_SIGNING_KEY holds the signing key "+newFpr) ||
+		!strings.Contains(r.stderr, "delete $ARMOR_NEXT_SIGNING_KEY") {
+		t.Fatalf("build with the leftover secret: %s", r)
+	}
+	inRelease := string(readFileT(t, filepath.Join(dir, "public", "dists", "stable", "InRelease")))
+	release = string(readFileT(t, filepath.Join(dir, "public", "dists", "stable", "Release")))
+	if line := grepLine(release, "Signed-By:"); line != "Signed-By: "+newFpr {
+		t.Errorf("after --finish Release's Signed-By is %q, want the new key alone", line)
+	}
+	if n := strings.Count(inRelease, "-----BEGIN PGP SIGNATURE-----"); n != 1 {
+		t.Errorf("InRelease has %d signature blocks", n)
+	}
+	a := apttest.New(t, apttest.Options{Sources: []apttest.Source{{
+		URI: "file:" + filepath.Join(dir, "public"), Suites: []string{"stable"}, Components: []string{"main"},
+		SignedBy: abs(t, eddsaKeyring),
+	}}})
+	a.Update(t)
+	if v := a.Policy(t, "hello"); v != "1.1-1" {
+		t.Errorf("apt with the new key alone: candidate %q, want 1.1-1", v)
+	}
+}

@@ -59,6 +59,10 @@ type RepublishOptions struct {
 	// Cache is a directory where Republish stages the new files while it uploads them;
 	// it removes them afterwards.
 	Cache string
+	// Date dates the new Release files (default now; armor rollback passes
+	// SOURCE_DATE_EPOCH when it is set, as armor build does), or a second after the
+	// current release's latest Date if that is later.
+	Date time.Time
 }
 
 // Republish serves the previously active release again as a new release: the previous
@@ -78,7 +82,7 @@ func Republish(ctx context.Context, o RepublishOptions) (*api.Activation, error)
 	if err != nil {
 		return nil, err
 	}
-	date, err := republishDate(ctx, o.Store, cur)
+	date, err := republishDate(ctx, o.Store, cur, o.Date)
 	if err != nil {
 		return nil, err
 	}
@@ -137,10 +141,13 @@ func isRelease(path string) bool {
 	return strings.HasPrefix(path, "dists/") && strings.HasSuffix(path, "/Release")
 }
 
-// republishDate is now, or a second after the latest Date among cur's Release files if
-// that is later: the new Date must be later than every Date apt may hold.
-func republishDate(ctx context.Context, s store.Store, cur *manifest.Manifest) (time.Time, error) {
-	date := time.Now().UTC().Truncate(time.Second)
+// republishDate is want (now if zero), or a second after the latest Date among cur's
+// Release files if that is later: the new Date must be later than every Date apt may hold.
+func republishDate(ctx context.Context, s store.Store, cur *manifest.Manifest, want time.Time) (time.Time, error) {
+	if want.IsZero() {
+		want = time.Now()
+	}
+	date := want.UTC().Truncate(time.Second)
 	for p, o := range cur.Paths() {
 		if !isRelease(p) {
 			continue
