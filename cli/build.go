@@ -169,6 +169,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 		if opts.Previous, err = activeParent(ctx, cfg, o.Controld, st); err != nil {
 			return nil, err
 		}
+		opts.SuggestFlags = " --from-active"
 	default:
 		// The build loads the previous manifest while it lists the inputs.
 		opts.LoadPrevious = func() (*manifest.Manifest, error) { return loadPrevious(manifestPath) }

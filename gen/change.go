@@ -91,10 +91,11 @@ type change struct {
 	phase         []Phase
 	reference     []manifest.Package
 	allowRemovals bool
+	suggestFlags  string // Options.SuggestFlags
 }
 
 func (o *Options) change() change {
-	return change{o.BaseDir, o.Suites, o.Add, o.Remove, o.Copy, o.Phase, o.Reference, o.AllowRemovals}
+	return change{o.BaseDir, o.Suites, o.Add, o.Remove, o.Copy, o.Phase, o.Reference, o.AllowRemovals, o.SuggestFlags}
 }
 
 // changeStats counts what the change did beyond the inputs.
@@ -480,8 +481,8 @@ func checkRemovals(ch change, prev *manifest.Manifest, pkgs []manifest.Package) 
 		if len(g) > len(shown) {
 			more = fmt.Sprintf(" and %d more", len(g)-len(shown))
 		}
-		return fmt.Errorf("%w: suite %s mirrors its inputs (sync = true), and %d of its %d packages are no longer among them (%s%s), more than the %g%% it may remove at once (max_removals). A sync suite needs every one of its files among the inputs, on a CI runner too: build them all there, or publish only the new files with `armor add FILE... --suite %s` (the parent plus these files; nothing is removed); or, if the removals are intended, `armor build --allow-removals`",
-			ErrTooManyRemovals, s.Codename, len(g), n, strings.Join(shown, ", "), more, share*100, s.Codename)
+		return fmt.Errorf("%w: suite %s mirrors its inputs (sync = true), and %d of its %d packages are no longer among them (%s%s), more than the %g%% it may remove at once (max_removals). A sync suite needs every one of its files among the inputs, on a CI runner too: build them all there, or publish only the new files with `armor add FILE... --suite %s%s` (the parent plus these files; nothing is removed); or, if the removals are intended, `armor build --allow-removals%s`",
+			ErrTooManyRemovals, s.Codename, len(g), n, strings.Join(shown, ", "), more, share*100, s.Codename, ch.suggestFlags, ch.suggestFlags)
 	}
 	return nil
 }

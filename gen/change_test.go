@@ -439,6 +439,12 @@ func TestSyncKeepVersions(t *testing.T) {
 	if !errors.Is(err, gen.ErrTooManyRemovals) || !strings.Contains(err.Error(), "armor add FILE... --suite stable") {
 		t.Fatalf("a sync build with no inputs: %v, want ErrTooManyRemovals naming armor add", err)
 	}
+	r.Opts.SuggestFlags = " --from-active" // a build on the active release, as on a runner
+	if _, err := r.build(); !strings.Contains(err.Error(), "armor add FILE... --suite stable --from-active`") ||
+		!strings.Contains(err.Error(), "armor build --allow-removals --from-active`") {
+		t.Fatalf("a sync build on the active release: %v, want its suggestions to carry --from-active", err)
+	}
+	r.Opts.SuggestFlags = ""
 	r.Opts.Add = []gen.Addition{{Suite: "stable", Component: "main", Path: newDeb}}
 	res = r.mustBuild()
 	if got := versionsOf(res.Manifest, "tool"); !slices.Equal(got, []string{"1.2", "1.3"}) || len(res.Manifest.Packages) != before {

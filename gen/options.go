@@ -74,6 +74,10 @@ type Options struct {
 	Reference []manifest.Package
 	// AllowRemovals lets a syncing suite lose more than its MaxRemovals share.
 	AllowRemovals bool
+	// SuggestFlags are appended to the armor commands a refusal suggests, so that the
+	// suggestion works where this build ran (" --from-active" for a build on the active
+	// release, as on a CI runner with no manifest of its own).
+	SuggestFlags string
 
 	// Fetch, when set, reads an object of the store by its SHA-256. A build whose tree
 	// lacks the parent's dists/ files (a fresh CI runner, a parent taken from controld)
