@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -17,24 +16,25 @@ import (
 	"github.com/armor-apt/armor/manifest"
 )
 
-// recipeCommands returns the armor command lines of a CI recipe under configs/ci, in order.
+// recipeCommands returns the armor command lines of the publish job of a CI recipe
+// under configs/ci, in order.
 func recipeCommands(t *testing.T, name string) [][]string {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "configs", "ci", name))
-	if err != nil {
-		t.Fatal(err)
+	path := filepath.Join("..", "configs", "ci", name)
+	var job ciJob
+	if strings.HasPrefix(name, "github") {
+		job = githubJobs(t, path)["publish"]
+	} else {
+		job = gitlabJobs(t, path)["publish"]
 	}
-	defer f.Close()
 	var out [][]string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimPrefix(strings.TrimSpace(sc.Text()), "- ")
-		if strings.HasPrefix(line, "armor ") {
-			out = append(out, strings.Fields(line)[1:])
+	for _, step := range job.steps {
+		for _, line := range strings.Split(step, "\n") {
+			line = strings.TrimSpace(line)
+			if strings.HasPrefix(line, "armor ") {
+				out = append(out, strings.Fields(line)[1:])
+			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }

@@ -117,7 +117,9 @@ type Signing struct {
 	Key string `toml:"key,omitempty"`
 	// NextKey, during a change of keys (armor key rotate), is the new key, which signs
 	// beside Key; $ARMOR_NEXT_SIGNING_KEY or $ARMOR_NEXT_SIGNING_KEY_FILE win over it.
-	// It takes the same passphrase as Key.
+	// It takes the same passphrase as Key. Its presence says a change of keys is under
+	// way: the variables set without it do not add a key (armor build refuses them, or
+	// warns when they hold the signing key itself).
 	NextKey        string `toml:"next_key,omitempty"`
 	PassphraseEnv  string `toml:"passphrase_env,omitempty"`
 	PassphraseFile string `toml:"passphrase_file,omitempty"`
