@@ -40,6 +40,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/armor-apt/armor/controld/api"
 	"github.com/armor-apt/armor/debian/sign"
 	"github.com/armor-apt/armor/internal/testkit/apttest"
 	"github.com/armor-apt/armor/internal/testkit/synth"
@@ -55,6 +56,7 @@ type ciJob struct {
 	// secrets: every secret is in the job's environment (GitLab's CI/CD variables);
 	// otherwise only those env maps (GitHub's ${{ secrets.X }}).
 	secrets bool
+	kind    string // publish, change or gc: what the year counts
 }
 
 // githubJobs reads the jobs of a GitHub Actions workflow: each step's run:, with the
@@ -168,8 +170,9 @@ type world struct {
 	keyringDeb   string    // the keyring package the distributor's build makes now
 	lastFollowed *manifest.Manifest
 	pipelines    atomic.Int32
-	needed       atomic.Int32 // pipelines that failed: a person would have had to step in
-	refused      atomic.Int32 // refusals by design, each followed by the command it named
+	kinds        map[string]int // pipelines by kind (publish, change, gc)
+	needed       atomic.Int32   // pipelines that failed: a person would have had to step in
+	refused      atomic.Int32   // refusals by design, each followed by the command it named
 	mu           sync.Mutex
 	spent        map[string]time.Duration // wall time by step or tool, for the profile
 }
@@ -302,6 +305,12 @@ func (w *world) run(t *testing.T, job ciJob, debs map[string][]string, inputs ma
 // pipeline runs a job that must succeed: a failure is a pipeline a person had to rescue.
 func (w *world) pipeline(t *testing.T, job ciJob, debs map[string][]string, inputs map[string]string) string {
 	w.pipelines.Add(1)
+	w.mu.Lock()
+	if w.kinds == nil {
+		w.kinds = map[string]int{}
+	}
+	w.kinds[job.kind]++
+	w.mu.Unlock()
 	out, err := w.run(t, job, debs, inputs)
 	if err != nil {
 		w.needed.Add(1)
@@ -536,10 +545,8 @@ func TestCIYear(t *testing.T) {
 		case 41:
 			w.finishRotation(t)
 		}
-		if week%7 == 0 {
-			w.date = clk.at(week, 6, 3, 17) // the schedule: Sundays at 03:17
-			gcDeleted += w.gc(t, r)
-		}
+		w.date = clk.at(week, 6, 3, 17) // the schedule: Sundays at 03:17
+		gcDeleted += w.gc(t, r)
 		switch {
 		case week == 40: // the user upgraded the keyring package: it holds the new key
 			follow(week)
@@ -583,8 +590,9 @@ func TestCIYear(t *testing.T) {
 	if gcDeleted == 0 {
 		t.Errorf("the weekly gc deleted nothing all year")
 	}
-	t.Logf("year: %d pipelines, %d needed a person, %d refused by design (the command named then ran); %d packages published to stable, %d lost; gc deleted %d objects",
-		w.pipelines.Load(), w.needed.Load(), w.refused.Load(), len(published), len(lost), gcDeleted)
+	t.Logf("year: %d pipelines (%d publish, %d change, %d gc), %d needed a person, %d refused by design (the command named then ran); %d packages published to stable, %d lost; gc deleted %d objects",
+		w.pipelines.Load(), w.kinds["publish"], w.kinds["change"], w.kinds["gc"], w.needed.Load(), w.refused.Load(), len(published), len(lost), gcDeleted)
+	checkDates(t, w, clk)
 	t.Logf("wall time: %s (pipelines and setup %s, mirrors and apt %s); by step:%s", time.Since(began).Round(time.Second),
 		pipelineTime.Round(time.Second), followTime.Round(time.Second), w.profile())
 	checkMirrors(t, syncs)
@@ -619,10 +627,14 @@ func readRecipes(t *testing.T) []recipe {
 	}
 	// GitLab's publish is its debs job (the build) and its publish job.
 	glPublish := ciJob{steps: append(slices.Clone(gl["debs"].steps), gl["publish"].steps...), env: gl["publish"].env, secrets: true}
-	return []recipe{
+	rs := []recipe{
 		{"github", gh["publish"], gh["change"], gh["gc"], install(gh["publish"])},
 		{"gitlab", glPublish, gl["change"], gl["gc"], install(gl["publish"])},
 	}
+	for i := range rs {
+		rs[i].publish.kind, rs[i].change.kind, rs[i].gc.kind = "publish", "change", "gc"
+	}
+	return rs
 }
 
 // mirrorSync is what the mirrors fetched at one follow, against what changed.
@@ -795,7 +807,7 @@ func (w *world) refusal(t *testing.T, r recipe, debs map[string][]string, want, 
 		return
 	}
 	w.refused.Add(1)
-	w.pipeline(t, ciJob{steps: []string{r.install, "make debs", runAs, "armor push --rebase"}, env: r.publish.env, secrets: r.publish.secrets},
+	w.pipeline(t, ciJob{steps: []string{r.install, "make debs", runAs, "armor push --rebase"}, env: r.publish.env, secrets: r.publish.secrets, kind: "publish"},
 		debs, nil)
 }
 
@@ -949,3 +961,43 @@ func (u *aptUser) upgrade(t *testing.T) {
 }
 
 func (u *aptUser) policy(t *testing.T, pkg string) string { return u.apt.Policy(t, pkg) }
+
+// checkDates: every release the year recorded (gc deletes some) is dated by its build
+// date within the year, never ahead of controld's clock, and not before the release it
+// was built on; the recorded dates span the year.
+func checkDates(t *testing.T, w *world, clk clock) {
+	var rels []api.Release
+	if err := json.Unmarshal([]byte(armor(t, w.ws.dir, w.c.env(), "--json", "releases", "list")), &rels); err != nil {
+		t.Fatal(err)
+	}
+	dates := map[string]time.Time{}
+	for _, r := range rels {
+		d, err := time.Parse(time.RFC3339, r.Date)
+		if err != nil {
+			t.Fatalf("release %s: date %q: %v", r.ID, r.Date, err)
+		}
+		dates[r.ID] = d
+	}
+	now := time.Now()
+	var first, last time.Time
+	for _, r := range rels {
+		d := dates[r.ID]
+		if d.After(now) || d.Before(clk.day0.AddDate(0, 0, -1)) {
+			t.Errorf("release %s is dated %s, outside the year (%s to now)", r.ID, d, clk.day0)
+		}
+		if pd, ok := dates[r.Parent]; ok && d.Before(pd) {
+			t.Errorf("release %s is dated %s, before the release it was built on (%s, %s)", r.ID, d, r.Parent, pd)
+		}
+		if first.IsZero() || d.Before(first) {
+			first = d
+		}
+		if d.After(last) {
+			last = d
+		}
+	}
+	if last.Sub(first) < 300*24*time.Hour {
+		t.Errorf("the recorded releases span %s to %s, not the year", first, last)
+	}
+	t.Logf("%d releases recorded (after gc), dated %s to %s, none before its parent, none ahead of %s",
+		len(rels), first.Format(time.DateOnly), last.Format(time.DateOnly), now.UTC().Format(time.RFC3339))
+}
