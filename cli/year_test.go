@@ -6,14 +6,15 @@ package cli_test
 // .gitignore, the Makefile of their own build, and the manifest.toml they once
 // committed), with the secrets in the environment. `go install` is the one step that
 // cannot run here (no module proxy serves armor): a `go` on PATH checks its arguments
-// and installs the armor under test. Sixty-odd pipelines over the 52 weeks that ended a
-// week ago, each dated in them by SOURCE_DATE_EPOCH (see clock): plain additions, two at
-// once, a sync suite with keep_versions, a copy to stable, a rollback while a manifest is
-// committed, a phased update, a change of keys done as README says, weekly gc, and a
-// refusal by design whose named command then runs on a fresh runner. Meanwhile a mirror
-// follows with debmirror, another with wget -N -m, each through a proxy that counts the
-// bytes it fetches, and an apt client that installed the keyring package by following
-// the page upgrades through the edge.
+// and installs the armor under test. About fifty publish pipelines, a few changes by
+// hand and a gc every Sunday, over the 52 weeks that ended a week ago, each dated in
+// them by SOURCE_DATE_EPOCH (see clock): plain additions, two at once, a sync suite with
+// keep_versions, a copy to stable, a rollback while a manifest is committed, a phased
+// update, a change of keys done as README says, and a refusal by design whose named
+// command then runs on a fresh runner. Meanwhile a mirror follows with debmirror,
+// another with wget -N -m, each through a proxy that counts the bytes it fetches, and an
+// apt client that installed the keyring package by following the page upgrades through
+// the edge.
 
 import (
 	"bytes"
