@@ -93,14 +93,17 @@ func (g *gateRun) hook(ctx context.Context, in *gen.GateInput) error {
 			}
 		}
 		if parsed == nil {
-			parsed = g.loadCache()
+			parsed = g.loadCache(len(in.Packages))
 		}
 		rel, relIdx, err := suitePackages(in.Packages, s.Codename, in.Stanza, parsed)
 		if err != nil {
 			return err
 		}
-		for i := range rel {
-			checked = append(checked, parsed[rel[i].SHA256])
+		if len(s.Base) > 0 {
+			// A suite without a base keeps a snapshot instead (see gatekept.go).
+			for i := range rel {
+				checked = append(checked, parsed[rel[i].SHA256])
+			}
 		}
 		gs := &gate.Suite{Codename: s.Codename, Architectures: s.Architectures, Release: rel}
 		if in.Parent != nil {
@@ -159,13 +162,13 @@ func refusals(policy gate.Policy, rep checkReport) []string {
 
 // loadCache returns the packages the last check kept, by digest; none if it kept none
 // or they do not decode.
-func (g *gateRun) loadCache() map[string]*gate.Package {
+func (g *gateRun) loadCache(n int) map[string]*gate.Package {
 	if data, err := os.ReadFile(g.cache); err == nil {
 		if m, err := gate.DecodePackages(data); err == nil {
 			return m
 		}
 	}
-	return map[string]*gate.Package{}
+	return make(map[string]*gate.Package, n)
 }
 
 // keep writes the packages checked to the cache, in the background: the build goes on,

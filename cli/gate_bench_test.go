@@ -131,3 +131,41 @@ func depTarget(r *rand.Rand, i int) int {
 	}
 	return i - 1 - r.IntN(min(i-core, 500))
 }
+
+// BenchmarkCheckHookAddOne100kCold is BenchmarkCheckHookAddOne100k on a fresh runner: no
+// cache, only the parent's manifest, every stanza read (as the build hands them over),
+// and what the next build would start from written, as a sealed build writes it.
+func BenchmarkCheckHookAddOne100kCold(b *testing.B) {
+	parentPkgs, stanzas := benchRelease(100_000)
+	parent := &manifest.Manifest{ID: "parent", Packages: parentPkgs}
+	sum := fmt.Sprintf("%064x", 1<<40)
+	stanzas[sum] = []byte("Package: new\nVersion: 1\nArchitecture: amd64\nDepends: p099999, p050000 | p000001, virt40\n")
+	release := append(parentPkgs[:len(parentPkgs):len(parentPkgs)], manifest.Package{Suite: "stable", Component: "main", Name: "new", Version: "1", Architecture: "amd64", Path: "pool/main/n/new.deb", SHA256: sum})
+	in := &gen.GateInput{Parent: parent, Packages: release, Stanza: func(p *manifest.Package) ([]byte, error) { return stanzas[p.SHA256], nil }}
+	b.ResetTimer()
+	var cpu time.Duration
+	for range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		cfg := &config.File{Path: filepath.Join(dir, "armor.toml"), Output: config.Output{Cache: "cache"},
+			Suites: []config.Suite{{Codename: "stable", Components: []string{"main"}, Architectures: []string{"amd64"}, Check: "refuse"}}}
+		if err := os.MkdirAll(filepath.Join(dir, "cache"), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		cpu0 := processCPU(b)
+		b.StartTimer()
+		g := newGateRun(cfg)
+		if err := g.hook(context.Background(), in); err != nil {
+			b.Fatal(err)
+		}
+		g.seal("release")
+		g.wait()
+		b.StopTimer()
+		cpu += processCPU(b) - cpu0
+		if r := g.reports[0]; len(g.kept) != 0 || r.Checked != 1 || len(r.Broken) != 0 {
+			b.Fatalf("kept %v, checked %d, broken %d", g.kept, r.Checked, len(r.Broken))
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(cpu)/float64(b.N)/1e6, "cpu-ms/op")
+}

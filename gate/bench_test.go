@@ -104,3 +104,20 @@ func depTarget(r *rand.Rand, i int) int {
 	}
 	return i - 1 - r.IntN(min(i-core, 500))
 }
+
+// BenchmarkEncodeSnapshot100k: writing the snapshot of a release of 100,000 packages, as
+// a build that checked it afresh does.
+func BenchmarkEncodeSnapshot100k(b *testing.B) {
+	pkgs, err := ReadPackages([]byte(synthRepo(100_000, 1)), "stable/main")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ptrs := make([]*Package, len(pkgs))
+	for i := range pkgs {
+		ptrs[i] = &pkgs[i]
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		EncodeSnapshot("bench", "stable", []string{"amd64"}, ptrs)
+	}
+}

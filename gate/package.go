@@ -36,6 +36,9 @@ type Package struct {
 	verSet bool // ver holds Version parsed
 	// lazy holds Pre-Depends and Depends as read from a cache, parsed on first use.
 	lazy *[2]string
+	// text holds the relation fields as read (Pre-Depends, Depends, Conflicts, Breaks,
+	// Provides), for a snapshot to keep them as they came.
+	text *[5]string
 }
 
 // depFields returns Pre-Depends and Depends, parsing them if they were left as text; text
@@ -60,6 +63,7 @@ var relationFields = []string{"Pre-Depends", "Depends", "Conflicts", "Breaks", "
 func ParseStanza(st []byte) (Package, error) {
 	var p Package
 	var err error
+	var text [5]string
 	for rest := st; len(rest) > 0; {
 		var line []byte
 		line, rest = nextField(rest)
@@ -81,15 +85,20 @@ func ParseStanza(st []byte) (Package, error) {
 		case "SHA256":
 			p.SHA256 = fieldValue(value)
 		case "Pre-Depends":
-			p.PreDepends, err = relation.ParseDepends(fieldValue(value))
+			text[0] = fieldValue(value)
+			p.PreDepends, err = relation.ParseDepends(text[0])
 		case "Depends":
-			p.Depends, err = relation.ParseDepends(fieldValue(value))
+			text[1] = fieldValue(value)
+			p.Depends, err = relation.ParseDepends(text[1])
 		case "Conflicts":
-			p.Conflicts, err = relation.ParseList(fieldValue(value))
+			text[2] = fieldValue(value)
+			p.Conflicts, err = relation.ParseList(text[2])
 		case "Breaks":
-			p.Breaks, err = relation.ParseList(fieldValue(value))
+			text[3] = fieldValue(value)
+			p.Breaks, err = relation.ParseList(text[3])
 		case "Provides":
-			p.Provides, err = parseProvides(fieldValue(value))
+			text[4] = fieldValue(value)
+			p.Provides, err = parseProvides(text[4])
 		}
 		if err != nil {
 			return p, fmt.Errorf("package %s: %s: %w", p.Name, name, err)
@@ -102,6 +111,7 @@ func ParseStanza(st []byte) (Package, error) {
 	if p.ver, err = version.Parse(p.Version); err != nil {
 		return p, fmt.Errorf("package %s: version %q: %w", p.Name, p.Version, err)
 	}
+	p.text = &text
 	return p, nil
 }
 

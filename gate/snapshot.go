@@ -90,6 +90,7 @@ var ErrSnapshot = errors.New("not a snapshot of the check's packages, or a damag
 // decoded) with stamp, the writer's version.
 func EncodeSnapshot(stamp, suite string, archs []string, pkgs []*Package) []byte {
 	var blob strings.Builder
+	blob.Grow(len(pkgs) * 192)
 	offsets := map[string]uint32{}
 	ref := func(s string) (uint32, uint32) {
 		off, ok := offsets[s]
@@ -100,7 +101,9 @@ func EncodeSnapshot(stamp, suite string, archs []string, pkgs []*Package) []byte
 		}
 		return off, uint32(len(s))
 	}
-	body := make([]byte, 0, len(pkgs)*(recordSize+120))
+	// The header (magic, checksum, body's length), the body, then blob.
+	body := make([]byte, len(snapMagic)+8, len(snapMagic)+8+len(pkgs)*(recordSize+96))
+	copy(body, snapMagic)
 	u32 := func(v uint32) { body = binary.LittleEndian.AppendUint32(body, v) }
 	str := func(s string) { u32(uint32(len(s))); body = append(body, s...) }
 	str(stamp)
@@ -134,19 +137,17 @@ func EncodeSnapshot(stamp, suite string, archs []string, pkgs []*Package) []byte
 		str(arch)
 		body = appendArch(body, arch, pkgs, ref)
 	}
-	out := make([]byte, 0, len(snapMagic)+12+len(body)+blob.Len())
-	out = append(out, snapMagic...)
-	out = binary.LittleEndian.AppendUint32(out, 0) // the checksum, below
-	out = binary.LittleEndian.AppendUint32(out, uint32(len(body)))
-	out = append(out, body...)
-	out = append(out, blob.String()...)
-	sum := crc32.Checksum(out[len(snapMagic)+4:], castagnoli)
-	binary.LittleEndian.PutUint32(out[len(snapMagic):], sum)
+	binary.LittleEndian.PutUint32(body[len(snapMagic)+4:], uint32(len(body)-len(snapMagic)-8))
+	out := append(body, blob.String()...)
+	binary.LittleEndian.PutUint32(out[len(snapMagic):], crc32.Checksum(out[len(snapMagic)+4:], castagnoli))
 	return out
 }
 
 // fields returns what a record keeps of p, in the order of fSHA to fProv.
 func (p *Package) fields() [nFields]string {
+	if t := p.text; t != nil {
+		return [nFields]string{p.SHA256, p.Name, p.Version, p.Architecture, p.From, t[0], t[1], t[2], t[3], t[4]}
+	}
 	var pre, dep string
 	if p.lazy != nil {
 		pre, dep = p.lazy[0], p.lazy[1]
@@ -197,11 +198,15 @@ func appendArch(body []byte, arch string, pkgs []*Package, ref func(string) (uin
 	for k := range byName {
 		byName[k] = uint32(k)
 	}
-	slices.SortStableFunc(byName, func(a, b uint32) int { return strings.Compare(pkgs[ids[a]].Name, pkgs[ids[b]].Name) })
+	byNameOf := func(a, b uint32) int { return strings.Compare(pkgs[ids[a]].Name, pkgs[ids[b]].Name) }
+	if !slices.IsSortedFunc(byName, byNameOf) {
+		slices.SortStableFunc(byName, byNameOf)
+	}
 	for _, k := range byName {
 		u32(k)
 	}
-	var prov, confl, rdeps []entry
+	var prov, confl []entry
+	rdeps := make([]entry, 0, 3*len(ids))
 	var essential []uint32
 	for k, i := range ids {
 		p, id := pkgs[i], uint32(k)
@@ -236,18 +241,20 @@ func appendArch(body []byte, arch string, pkgs []*Package, ref func(string) (uin
 	return body
 }
 
-// appendIndex appends a lookup: its entries sorted by name and id, with their versions
-// (withVer), else once per name and id.
+// appendIndex appends a lookup: es (made in order of id) sorted by name and id, with
+// their versions (withVer), else once per name and id.
 func appendIndex(body []byte, es []entry, withVer bool, ref func(string) (uint32, uint32)) []byte {
-	slices.SortFunc(es, func(a, b entry) int {
-		return cmp.Or(strings.Compare(a.name, b.name), cmp.Compare(a.id, b.id))
-	})
+	es = sortByName(es)
 	if !withVer {
 		es = slices.Compact(es)
 	}
+	body = slices.Grow(body, 4+len(es)*20)
 	body = binary.LittleEndian.AppendUint32(body, uint32(len(es)))
-	for _, e := range es {
-		off, n := ref(e.name)
+	var off, n uint32
+	for i, e := range es {
+		if i == 0 || e.name != es[i-1].name {
+			off, n = ref(e.name)
+		}
 		body = binary.LittleEndian.AppendUint32(body, off)
 		body = binary.LittleEndian.AppendUint32(body, n)
 		body = binary.LittleEndian.AppendUint32(body, e.id)
@@ -258,6 +265,47 @@ func appendIndex(body []byte, es []entry, withVer bool, ref func(string) (uint32
 		}
 	}
 	return body
+}
+
+// sortByName sorts entries made in order of id by name, then id: a counting sort over
+// the names, each sorted once, as a distribution's names are far fewer than the
+// relations naming them.
+func sortByName(es []entry) []entry {
+	if slices.IsSortedFunc(es, func(a, b entry) int { return cmp.Or(strings.Compare(a.name, b.name), cmp.Compare(a.id, b.id)) }) {
+		return es
+	}
+	group := make(map[string]int32, len(es)/4)
+	var names []string
+	of := make([]int32, len(es))
+	var count []int
+	for i, e := range es {
+		g, ok := group[e.name]
+		if !ok {
+			g = int32(len(names))
+			group[e.name] = g
+			names = append(names, e.name)
+			count = append(count, 0)
+		}
+		of[i] = g
+		count[g]++
+	}
+	order := make([]int32, len(names))
+	for g := range order {
+		order[g] = int32(g)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(names[a], names[b]) })
+	start := make([]int, len(names))
+	at := 0
+	for _, g := range order {
+		start[g] = at
+		at += count[g]
+	}
+	out := make([]entry, len(es))
+	for i, e := range es {
+		out[start[of[i]]] = e
+		start[of[i]]++
+	}
+	return out
 }
 
 // OpenSnapshot opens the snapshot file at path, mapped into memory where the system
@@ -458,6 +506,7 @@ func packageOf(f [nFields]string, flags uint32) (*Package, error) {
 	if err != nil {
 		return p, fmt.Errorf("%w: package %s: %w", ErrSnapshot, p.Name, err)
 	}
+	p.text = &[5]string{f[fPre], f[fDep], f[fConfl], f[fBreaks], f[fProv]}
 	return p, nil
 }
 
