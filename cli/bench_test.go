@@ -127,6 +127,14 @@ func benchColdRunner(b *testing.B, kind string, n int, processes bool) {
 		rcfg := filepath.Join(runner, testConfigName)
 		// The runner's armor.toml names the checkout's inputs only.
 		rdata := strings.Replace(string(data), fmt.Sprintf(`, %q]`, filepath.Join(benchkit.Debs(b, "..", n), "*.deb")), "]", 1)
+		// ARMOR_BENCH_CHECK="warn,off" gives the runs those check policies in turn, to
+		// pair what the installability check adds to the build.
+		policy := ""
+		if v := os.Getenv("ARMOR_BENCH_CHECK"); v != "" {
+			policies := strings.Split(v, ",")
+			policy = policies[i%len(policies)]
+			rdata = strings.Replace(rdata, "[suite.inputs]", fmt.Sprintf("check = %q\n\n[suite.inputs]", policy), 1)
+		}
 		if err := os.WriteFile(rcfg, []byte(rdata), 0o644); err != nil {
 			b.Fatal(err)
 		}
@@ -152,10 +160,14 @@ func benchColdRunner(b *testing.B, kind string, n int, processes bool) {
 		stopProfile := benchProfile(b, i)
 		b.StartTimer()
 		t0 := time.Now()
+		cpu0 := processCPU(b)
 		counted := store.NewCounting(s)
 		res, err := runBuild(context.Background(), rcfg, buildOptions{Store: counted})
 		if err != nil {
 			b.Fatal(err)
+		}
+		if policy != "" {
+			b.Logf("run %d, check = %q: build %s wall, %s CPU", i, policy, time.Since(t0).Round(time.Millisecond), (processCPU(b) - cpu0).Round(time.Millisecond))
 		}
 		// In a pipeline build and push are two processes: the build's own peak too.
 		buildPeak = max(buildPeak, benchkit.MiB(b, "VmHWM"))

@@ -24,7 +24,8 @@ import (
 // the release built (gate.EncodeChange), named by the release's manifest ID. A check of a
 // change to a release so kept reads neither stanzas nor the packages it does not reach,
 // and writes only the change; the snapshot is written again when the change has grown
-// past maxKeptChange. Both are written once the build has made its release (seal).
+// past maxKeptChange. Both are written once the build has made its release (seal), and
+// from the second build that runs with the same cache (see keepSnapshot).
 //
 // Whatever does not match is not trusted: a snapshot of another armor (its stamp),
 // another suite or other architectures, or damaged; a change of another snapshot, or
@@ -261,9 +262,17 @@ func (g *gateRun) keepChange(s config.Suite, k *keptSuite, id string, gone []int
 }
 
 // keepSnapshot keeps the suite's packages (all of them, in the manifest's order) as a
-// snapshot with no change, once the build is sealed.
+// snapshot with no change, once the build is sealed; unless nothing was built here
+// before: a fresh runner, most likely, whose cache is thrown away with it, spared the
+// snapshot's cost. It only notes the build, so that a runner that keeps its cache has a
+// snapshot from its second build on.
 func (g *gateRun) keepSnapshot(s config.Suite, pkgs []gate.Package) {
 	snapPath, changePath := g.keptPaths(s.Codename)
+	marker := strings.TrimSuffix(changePath, ".change") + ".built"
+	if !exists(changePath) && !exists(marker) {
+		g.sealers = append(g.sealers, func(id string) { _ = atomicfile.WriteFileUnsynced(marker, []byte(id+"\n"), 0o644) })
+		return
+	}
 	ptrs := make([]*gate.Package, len(pkgs))
 	for i := range pkgs {
 		ptrs[i] = &pkgs[i]
@@ -283,6 +292,11 @@ func (g *gateRun) writeSnapshot(s config.Suite, id string, pkgs []*gate.Package,
 		return
 	}
 	_ = atomicfile.WriteFileUnsynced(changePath, gate.EncodeChange(snap.Sum(), id, nil, nil), 0o644)
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // reportOf is what the build prints of a suite's report.

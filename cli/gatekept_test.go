@@ -13,7 +13,8 @@ import (
 	"github.com/armor-apt/armor/gen"
 )
 
-// TestBuildCheckKept: a build checks its change from what the build before kept, with
+// TestBuildCheckKept: from the second build with one cache on, a build checks its change
+// from what the build before kept, with
 // the same verdicts as a check afresh (a package that cannot be installed is refused
 // either way, the removal of what others need too); a kept snapshot that is damaged, of
 // another armor, or of another release is not trusted: the build checks afresh and keeps
@@ -52,8 +53,13 @@ func TestBuildCheckKept(t *testing.T) {
 	writeDeb(t, proj, "libbar", "3.0", "amd64", "libc6")
 	writeDeb(t, proj, "foo", "2.0", "amd64", "libbar (>= 3)")
 	mustBuild(false, buildOptions{})
+	if exists(snapPath) {
+		t.Fatal("the first build with this cache kept a snapshot")
+	}
+	writeDeb(t, proj, "bar", "1", "amd64", "foo")
+	mustBuild(false, buildOptions{})
 	if _, err := gate.OpenSnapshot(snapPath); err != nil {
-		t.Fatalf("the first build kept no snapshot: %v", err)
+		t.Fatalf("the second build kept no snapshot: %v", err)
 	}
 
 	writeDeb(t, proj, "baz", "1", "all", "foo")
