@@ -7,4 +7,8 @@
 // dpkg and apt do (universe.go, conflicts.go); a Checker (check.go) decides each package
 // with the solver of gate/solve, an installation found for one package vouching for all
 // its members.
+//
+// A Snapshot (snapshot.go) keeps a suite's packages between builds in the form a
+// Universe reads in place, so that a check of a change (kept.go: the snapshot with
+// packages left out and added) reads only the packages it reaches.
 package gate

@@ -242,3 +242,39 @@ func FuzzDecodeSnapshot(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeChange: a kept change, whatever its bytes behind a valid checksum, either
+// fails with ErrSnapshot or gives packages and indexes that a check of the snapshot
+// takes without a panic.
+func FuzzDecodeChange(f *testing.F) {
+	pkgs := pkgsOf(f, genCase(rand.New(rand.NewPCG(1, 2)), "f", true))
+	ptrs := make([]*Package, len(pkgs))
+	for i := range pkgs {
+		ptrs[i] = &pkgs[i]
+	}
+	snap, err := DecodeSnapshot(EncodeSnapshot("v", "stable", []string{"amd64", "i386"}, ptrs))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(EncodeChange(snap.Sum(), "release", []int{0, 2}, ptrs[1:3]))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		data = slices.Clone(data)
+		if len(data) >= len(changeMagic)+4 {
+			binary.LittleEndian.PutUint32(data[len(changeMagic):], crc32.Checksum(data[len(changeMagic)+4:], castagnoli))
+		}
+		_, gone, extra, err := DecodeChange(data, snap)
+		if err != nil {
+			if !errors.Is(err, ErrSnapshot) {
+				t.Fatalf("error %v does not wrap ErrSnapshot", err)
+			}
+			return
+		}
+		ch := &Change{ParentGone: gone, ReleaseGone: gone, ParentExtra: extra, ReleaseExtra: extra}
+		for i := range extra {
+			ch.Added = append(ch.Added, i)
+		}
+		if _, err := snap.Check(context.Background(), ch); err != nil && !errors.Is(err, ErrSnapshot) {
+			t.Fatalf("check: %v", err)
+		}
+	})
+}
