@@ -224,6 +224,7 @@ func bigActive(b *testing.B, cl *client.Client, cas store.Store, n int) *tree {
 func (tr *tree) addOne(b *testing.B, cas store.Store, i int) string {
 	b.Helper()
 	tr.m.Parent, tr.m.ID = tr.m.ID, ""
+	tr.nextSecond(b)
 	tr.add(fmt.Sprintf("p%05da", (i*7919)%len(tr.m.Packages)), "1", fmt.Appendf(nil, "added %d\n", i))
 	tr.index(b)
 	return tr.publish(b, cas)

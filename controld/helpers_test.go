@@ -294,6 +294,18 @@ func (tr *tree) sign(t testing.TB, key *sign.Key) {
 	tr.set("dists/stable/Release.gpg", sig)
 }
 
+// nextSecond dates tr a second after its Release's date, as armor build dates a release
+// built on it; index then signs that date.
+func (tr *tree) nextSecond(t testing.TB) {
+	t.Helper()
+	date, err := release.ParseDate(tr.date)
+	if err != nil {
+		t.Fatal(err)
+	}
+	date = date.Add(time.Second)
+	tr.date, tr.m.Date = release.FormatDate(date), date.Format(time.RFC3339)
+}
+
 // publish seals the manifest, uploads every object and the manifest, and returns the
 // manifest's object digest.
 func (tr *tree) publish(t testing.TB, cas store.Store) string {
