@@ -85,12 +85,12 @@ func repreproBenchOnce(b *testing.B, n int) *repreproBench {
 	ws := filepath.Join(os.TempDir(), fmt.Sprintf("armor-bench-reprepro-%d", n))
 	r := &repreproBench{bin: os.Getenv("ARMOR_BIN"), cfg: filepath.Join(ws, testConfigName), extra: filepath.Join(ws, "extra"),
 		reprepro: filepath.Join(ws, "reprepro")}
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		b.Fatal(err)
+	}
 	if r.bin == "" {
 		// Built afresh by every process, where the set-up is kept: b.TempDir goes with b.
 		r.bin = filepath.Join(ws, "armor")
-		if err := os.MkdirAll(ws, 0o755); err != nil {
-			b.Fatal(err)
-		}
 		runAndCheck(b, "go", "build", "-o", r.bin, "./armor")
 	}
 	if _, err := os.Stat(filepath.Join(ws, "ready")); err != nil {

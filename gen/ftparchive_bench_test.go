@@ -16,29 +16,33 @@ import (
 //
 // Both write Packages, Packages.gz, Packages.xz and Contents-amd64.gz for one suite, from
 // an empty tree and an empty cache each time (apt-ftparchive's cache database included).
-// armor also copies every .deb into its pool, writes by-hash copies and Release, and signs
-// InRelease and Release.gpg; apt-ftparchive indexes the .deb files where they lie and signs
-// nothing, so the comparison flatters it. Each sub-benchmark reports its Packages.xz size.
+// armor also copies every .deb into its pool (armor-link: links it, as [output]
+// pool_files = "link" asks), writes by-hash copies and Release, and signs InRelease and
+// Release.gpg; apt-ftparchive indexes the .deb files where they lie and signs nothing, so
+// the comparison flatters it. Each sub-benchmark reports its Packages.xz size.
 func BenchmarkFirstBuildVsFtparchive10k(b *testing.B) {
 	if _, err := exec.LookPath("apt-ftparchive"); err != nil {
 		b.Fatalf("apt-ftparchive (apt-utils) is needed: make deps installs it: %v", err)
 	}
 	debs := benchDebs(b, 10_000)
-	b.Run("armor", func(b *testing.B) {
+	armor := func(b *testing.B, link bool) {
 		var m meter
 		b.StopTimer()
 		for range b.N {
 			r := newBenchRepo(b, debs)
+			r.Opts.LinkPool = link
 			m.start(b)
 			res, build := r.build(b)
 			m.stop(b, build)
-			if res.Stats.Packages != 10_000 {
+			if res.Stats.Packages != 10_000 || link && res.Stats.FilesLinked != 10_000 {
 				b.Fatalf("stats %+v", res.Stats)
 			}
 			reportSize(b, filepath.Join(r.Opts.TreeDir, "dists/stable/main/binary-amd64/Packages.xz"))
 		}
 		m.report(b)
-	})
+	}
+	b.Run("armor", func(b *testing.B) { armor(b, false) })
+	b.Run("armor-link", func(b *testing.B) { armor(b, true) })
 	b.Run("apt-ftparchive", func(b *testing.B) {
 		b.StopTimer()
 		var took time.Duration
