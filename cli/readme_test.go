@@ -127,6 +127,7 @@ func docCommands(t *testing.T, file string) []docCommand {
 	}
 	sc := bufio.NewScanner(f)
 	inFence, inShell, n := false, false, 0
+	cont, contStart := "", 0 // a shell line continued with a backslash, and where it began
 	for sc.Scan() {
 		n++
 		line := strings.TrimSpace(sc.Text())
@@ -135,7 +136,18 @@ func docCommands(t *testing.T, file string) []docCommand {
 			flush()
 			inFence = !inFence
 			inShell = inFence && line == "```sh"
+		case markdown && inShell && strings.HasSuffix(line, "\\"):
+			// A continuation: sh joins it with the next line.
+			if cont == "" {
+				contStart = n
+			}
+			cont += strings.TrimSuffix(line, "\\") + " "
 		case markdown && inShell:
+			if cont != "" {
+				line, cont = cont+line, ""
+				add(contStart, line, true)
+				continue
+			}
 			add(n, line, true)
 		case markdown && !inFence && line == "":
 			flush()
