@@ -222,19 +222,29 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 		out.Changes = []manifest.Change{}
 	}
 	if o.Reproducible && !res.UpToDate {
-		if res.Parent != nil && res.Manifest.Parent != res.Parent.ID {
-			return nil, fmt.Errorf("--verify-reproducible: release %s takes the changes of release %s, built here and never recorded: push that first, or run armor rebuild with the parent's manifest", short(res.Manifest.ID), short(res.Parent.ID))
-		}
-		if out.Reproduced, err = rebuild(ctx, cfg, st, res.Manifest, res.Encoded, res.Parent); err != nil {
+		if out.Reproduced, err = verifyReproducible(ctx, cfg, st, res); err != nil {
 			return nil, err
-		}
-		if !out.Reproduced.Matches {
-			var b strings.Builder
-			writeRebuild(&b, out.Reproduced)
-			return nil, fmt.Errorf("--verify-reproducible: %s", b.String())
 		}
 	}
 	return out, nil
+}
+
+// verifyReproducible builds the release res made again from its parent, as a fresh runner
+// would (--verify-reproducible), and fails unless every file matches.
+func verifyReproducible(ctx context.Context, cfg *config.File, st *lazyStore, res *gen.Result) (*rebuildReport, error) {
+	if res.Parent != nil && res.Manifest.Parent != res.Parent.ID {
+		return nil, fmt.Errorf("--verify-reproducible: release %s takes the changes of release %s, built here and never recorded: push that first, or run armor rebuild with the parent's manifest", short(res.Manifest.ID), short(res.Parent.ID))
+	}
+	rep, err := rebuild(ctx, cfg, st, res.Manifest, res.Encoded, res.Parent)
+	if err != nil {
+		return nil, err
+	}
+	if !rep.Matches {
+		var b strings.Builder
+		writeRebuild(&b, rep)
+		return nil, fmt.Errorf("--verify-reproducible: %s", b.String())
+	}
+	return rep, nil
 }
 
 // mustMarshal encodes a manifest that was parsed or built, and so encodes.
