@@ -102,6 +102,18 @@ func testRolledBack(t *testing.T, st state.Store) {
 		t.Fatalf("marks after rolling five back: %+v", m)
 	}
 
+	testActivateAncestor(t, st, at, [5]state.Release{one, two, three, four, five})
+}
+
+// testActivateAncestor continues testRolledBack from its chain one ... five (five rolled
+// back to four): activating an ancestor marks every release it skips, forcing one back
+// unmarks what lies under it, and a forced activation that undoes a re-published rollback
+// leaves its release unmarked.
+func testActivateAncestor(t *testing.T, st state.Store, at time.Time, chain [5]state.Release) {
+	ctx := context.Background()
+	one, two, three, four, five := chain[0], chain[1], chain[2], chain[3], chain[4]
+	var m map[string]state.RolledBack
+	var err error
 	// Activating an ancestor (one) rolls back everything between: four and three are
 	// marked (three keeps its first mark), and two with them.
 	must(st.Activate(ctx, state.Flip{Repository: "a", To: one.ID, Expect: four.ID, By: "ops", At: at.Add(time.Hour)}))(t)
