@@ -324,13 +324,7 @@ func affected(u *Universe, ids []int32, release []Package, added []int, removed 
 		if id < 0 {
 			continue
 		}
-		for _, field := range u.Package(id).depFields() {
-			for _, alts := range field {
-				for _, r := range alts {
-					rdeps[r.Name] = append(rdeps[r.Name], id)
-				}
-			}
-		}
+		addRdeps(rdeps, id, u.Package(id))
 	}
 	seen := map[int32]bool{}
 	for _, id := range out {

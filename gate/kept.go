@@ -168,13 +168,7 @@ func (u *Universe) changed(extraIDs []int32, added []int, removed []*Package) []
 	}
 	extraRdeps := map[string][]int32{}
 	for id := int32(u.sa.len()); id < int32(u.Len()); id++ {
-		for _, field := range u.pkgs[id].depFields() {
-			for _, alts := range field {
-				for _, r := range alts {
-					extraRdeps[r.Name] = appendOnce(extraRdeps[r.Name], id)
-				}
-			}
-		}
+		addRdeps(extraRdeps, id, u.pkgs[id])
 	}
 	seen := map[int32]bool{}
 	for _, id := range out {

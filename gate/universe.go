@@ -183,6 +183,18 @@ func appendOnce(s []int32, id int32) []int32 {
 	return append(s, id)
 }
 
+// addRdeps records package id, p, as a reverse dependency of every name its Depends and
+// Pre-Depends name (each name once).
+func addRdeps(rdeps map[string][]int32, id int32, p *Package) {
+	for _, field := range p.depFields() {
+		for _, alts := range field {
+			for _, r := range alts {
+				rdeps[r.Name] = appendOnce(rdeps[r.Name], id)
+			}
+		}
+	}
+}
+
 // Len is the number of packages.
 func (u *Universe) Len() int { return len(u.pkgs) }
 
