@@ -105,6 +105,7 @@ const (
 	lID         = "'\nid = '"
 	lParent     = "'\nparent = '"
 	lDate       = "'\ndate = '"
+	lRequested  = "'\nrequested_date = '"
 	lPackage    = "\n[[package]]\nsuite = '"
 	lComponent  = "'\ncomponent = '"
 	lName       = "'\nname = '"
@@ -123,6 +124,9 @@ const (
 func canonicalSize(m *Manifest, id string) int {
 	n := len(header) + len(lTop) + decimalLen(int64(m.Schema)) + len(lRepository) + len(m.Repository) +
 		len(lID) + len(id) + len(lParent) + len(m.Parent) + len(lDate) + len(m.Date) + len(lEnd)
+	if m.RequestedDate != "" {
+		n += len(lRequested) + len(m.RequestedDate)
+	}
 	const pkgFixed = len(lPackage) + len(lComponent) + len(lName) + len(lVersion) + len(lArch) +
 		len(lPath) + len(lSize) + len(lSHA256) + len(lEnd)
 	for i := range m.Packages {
@@ -180,7 +184,7 @@ func appendCanonical(b []byte, m *Manifest, id string) (out []byte, idAt int, ok
 
 // appendTop appends the header and the top-level keys.
 func appendTop(b []byte, m *Manifest, id string) (out []byte, idAt int, ok bool) {
-	if !plainString(m.Repository) || !plainString(m.Parent) || !plainString(m.Date) {
+	if !plainString(m.Repository) || !plainString(m.Parent) || !plainString(m.Date) || !plainString(m.RequestedDate) {
 		return b, 0, false
 	}
 	b = append(b, header...)
@@ -195,6 +199,10 @@ func appendTop(b []byte, m *Manifest, id string) (out []byte, idAt int, ok bool)
 	b = append(b, m.Parent...)
 	b = append(b, lDate...)
 	b = append(b, m.Date...)
+	if m.RequestedDate != "" {
+		b = append(b, lRequested...)
+		b = append(b, m.RequestedDate...)
+	}
 	b = append(b, lEnd...)
 	return b, idAt, true
 }
@@ -288,6 +296,11 @@ func parseTop(s string) (m *Manifest, d *decoder, idAt int, ok bool) {
 	m.Parent = d.str()
 	d.lit(lDate)
 	m.Date = d.str()
+	if strings.HasPrefix(s[d.pos:], lRequested) {
+		d.lit(lRequested)
+		m.RequestedDate = d.str()
+		d.ok = d.ok && m.RequestedDate != "" // written only when set
+	}
 	d.lit(lEnd)
 	return m, d, idAt, d.ok
 }

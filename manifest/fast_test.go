@@ -44,6 +44,7 @@ func TestCanonicalEqualsGoTOML(t *testing.T) {
 		"empty":      {Schema: 1, Repository: "e", Date: "d"},
 		"files only": {Schema: 1, Repository: "e", Files: []File{{"a", 1, sum('a')}}},
 		"phased":     phasedSample(),
+		"requested":  requestedSample(),
 	} {
 		t.Run(name, func(t *testing.T) {
 			fast, err := Marshal(m)
@@ -90,6 +91,9 @@ func FuzzParseCanonical(f *testing.F) {
 		Files: []File{{"pool/main/h/hello/hello_2.10.orig.tar.gz", 8, sum('8')}}})
 	src, _ := Marshal(withSource)
 	f.Add(src)
+	requested, _ := Marshal(requestedSample())
+	f.Add(requested)
+	f.Add([]byte(strings.Replace(string(good), "\n[[package]]", "\nrequested_date = ''\n[[package]]", 1)))
 	f.Add([]byte("schema = 1\nrepository = 'x'\n[[file]]\npath = 'a'\nsize = 01\n"))
 	f.Add([]byte("[[package]]\nname = 'a'\n[[package]]\nname = 'b'\n"))
 	f.Add([]byte(strings.Replace(string(good), "schema = 1", "schema = 1\nschema = 2", 1)))
@@ -119,7 +123,11 @@ func FuzzParseCanonical(f *testing.F) {
 		if !ok || !bytes.Equal(again, data) {
 			t.Fatalf("the fast decoder accepted a non-canonical encoding:\n%q\nwhich encodes as\n%q", data, again)
 		}
-		if _, top, _, _ := parseTop(string(data)); top == nil || idAt != top.pos-len(lParent)-len(fast.Parent)-len(lDate)-len(fast.Date)-len(lEnd)-len(fast.ID) {
+		requested := 0
+		if fast.RequestedDate != "" {
+			requested = len(lRequested) + len(fast.RequestedDate)
+		}
+		if _, top, _, _ := parseTop(string(data)); top == nil || idAt != top.pos-len(lParent)-len(fast.Parent)-len(lDate)-len(fast.Date)-requested-len(lEnd)-len(fast.ID) {
 			t.Fatalf("parseTop and appendCanonical disagree on where the id is")
 		}
 	})
@@ -294,5 +302,16 @@ func BenchmarkParse100k(b *testing.B) {
 func phasedSample() *Manifest {
 	m := sample()
 	m.Packages[0].Phased = "10"
+	return m
+}
+
+// requestedSample is sample dated a second after the date its build asked for, whose
+// encoding has the requested_date line.
+func requestedSample() *Manifest {
+	m := sample()
+	m.Date, m.RequestedDate = "2026-11-22T00:00:01Z", "2026-11-22T00:00:00Z"
+	if err := Seal(m); err != nil {
+		panic(err)
+	}
 	return m
 }

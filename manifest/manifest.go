@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // SchemaVersion is the manifest format this code writes and the only one it reads.
@@ -21,10 +22,17 @@ type Manifest struct {
 	ID string `toml:"id"`
 	// Parent is the ID of the release this one was built from; empty for the first.
 	Parent string `toml:"parent"`
-	// Date is the build time (SOURCE_DATE_EPOCH when set), RFC 3339 in UTC.
-	Date     string    `toml:"date"`
-	Packages []Package `toml:"package,omitempty"`
-	Files    []File    `toml:"file,omitempty"`
+	// Date is the release's date, the Date of its Release files: the date its build was
+	// asked for (SOURCE_DATE_EPOCH, armor.toml's date or the clock), or a second after
+	// the parent's when that was not later. RFC 3339 in UTC.
+	Date string `toml:"date"`
+	// RequestedDate is the date the build was asked for, set only when Date differs from
+	// it (two builds in one second, a chain of builds at one SOURCE_DATE_EPOCH), so that
+	// the next build asked for the same date is told from one asked for an older date,
+	// which armor build refuses (gen/dates.go). RFC 3339 in UTC; empty otherwise.
+	RequestedDate string    `toml:"requested_date,omitempty"`
+	Packages      []Package `toml:"package,omitempty"`
+	Files         []File    `toml:"file,omitempty"`
 }
 
 // Package is one package in one suite and component. Architecture is the package's own
@@ -269,6 +277,9 @@ func (m *Manifest) Validate() error {
 	if m.Parent != "" && !ValidDigest(m.Parent) {
 		return fmt.Errorf("parent %q is not a sha256 release id", m.Parent)
 	}
+	if err := m.checkRequestedDate(); err != nil {
+		return err
+	}
 	n := len(m.Packages) + len(m.Files)
 	if err := m.checkAll(min(runtime.GOMAXPROCS(0), n/(1<<14))); err != nil {
 		return err
@@ -277,6 +288,22 @@ func (m *Manifest) Validate() error {
 		return err
 	}
 	return m.checkPackageFiles()
+}
+
+// checkRequestedDate checks that requested_date, when set, is a time in RFC 3339 before
+// date: a build records it only when it dated the release later than asked.
+func (m *Manifest) checkRequestedDate() error {
+	if m.RequestedDate == "" {
+		return nil
+	}
+	r, err := time.Parse(time.RFC3339, m.RequestedDate)
+	if err != nil {
+		return fmt.Errorf("requested_date %q is not an RFC 3339 time", m.RequestedDate)
+	}
+	if d, err := time.Parse(time.RFC3339, m.Date); err == nil && !r.Before(d) {
+		return fmt.Errorf("requested_date %s is not before date %s: it is written only for a release dated later than asked", m.RequestedDate, m.Date)
+	}
+	return nil
 }
 
 // checkPhased checks that every Phased is a whole percentage from 0 to 99, as apt reads

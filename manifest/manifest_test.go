@@ -50,6 +50,41 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// A requested date is written beside date, read back, and covered by the id.
+func TestRequestedDateRoundTrip(t *testing.T) {
+	m := requestedSample()
+	data, err := Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "\ndate = '2026-11-22T00:00:01Z'\nrequested_date = '2026-11-22T00:00:00Z'\n") {
+		t.Fatalf("no requested_date line after date:\n%s", data)
+	}
+	got, err := Parse(data, "m.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.RequestedDate != m.RequestedDate || got.ID != m.ID {
+		t.Fatalf("decoded requested_date %q id %s, want %q %s", got.RequestedDate, got.ID, m.RequestedDate, m.ID)
+	}
+	if plain := sample(); plain.ID == m.ID || strings.Contains(string(mustMarshalTest(t, plain)), "requested_date") {
+		t.Fatalf("the id does not cover requested_date, or a manifest without it writes it")
+	}
+	edited := strings.Replace(string(data), "requested_date = '2026-11-22T00:00:00Z'", "requested_date = '2026-11-21T00:00:00Z'", 1)
+	if _, err := Parse([]byte(edited), "m.toml"); !errors.Is(err, ErrIDMismatch) {
+		t.Fatalf("an edited requested_date: %v, want ErrIDMismatch", err)
+	}
+}
+
+func mustMarshalTest(t *testing.T, m *Manifest) []byte {
+	t.Helper()
+	data, err := Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 func TestParseRejects(t *testing.T) {
 	good, _ := Marshal(sample())
 	tests := []struct {
@@ -60,6 +95,8 @@ func TestParseRejects(t *testing.T) {
 		{"bad digest", "sha256 = '" + sum('a') + "'", "sha256 = 'zz'"},
 		{"traversal", "pool/main/h/hello/hello_2.10-3_amd64.deb", "pool/../etc/passwd"},
 		{"schema", "schema = 1\n", "schema = 9\n"},
+		{"requested date not a time", "date = '2026-11-22T00:00:00Z'\n", "date = '2026-11-22T00:00:00Z'\nrequested_date = 'yesterday'\n"},
+		{"requested date not before date", "date = '2026-11-22T00:00:00Z'\n", "date = '2026-11-22T00:00:00Z'\nrequested_date = '2026-11-22T00:00:00Z'\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -125,6 +162,8 @@ func TestDiff(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	good, _ := Marshal(sample())
 	f.Add(good)
+	requested, _ := Marshal(requestedSample())
+	f.Add(requested)
 	f.Add([]byte("schema = 1\n"))
 	f.Add([]byte("[[package]]\nname = 3\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
