@@ -107,20 +107,28 @@ type buildResult struct {
 // buildDate is SOURCE_DATE_EPOCH when set, else armor.toml's date (configDate), so
 // builds are reproducible, else now.
 func buildDate(now func() time.Time, configDate ...string) (time.Time, error) {
+	date, _, err := buildDateFrom(now, configDate...)
+	return date, err
+}
+
+// buildDateFrom is buildDate and where the date came from, which a build names when it
+// refuses a date older than its parent's.
+func buildDateFrom(now func() time.Time, configDate ...string) (time.Time, gen.DateSource, error) {
 	if s := os.Getenv("SOURCE_DATE_EPOCH"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH=%q is not a Unix time in seconds", s)
+			return time.Time{}, 0, fmt.Errorf("SOURCE_DATE_EPOCH=%q is not a Unix time in seconds", s)
 		}
-		return time.Unix(n, 0).UTC(), nil
+		return time.Unix(n, 0).UTC(), gen.DateFromEnv, nil
 	}
 	if len(configDate) > 0 && configDate[0] != "" {
-		return config.ParseDate(configDate[0])
+		date, err := config.ParseDate(configDate[0])
+		return date, gen.DateFromConfig, err
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return now().UTC().Truncate(time.Second), nil
+	return now().UTC().Truncate(time.Second), gen.DateFromClock, nil
 }
 
 // loadPrevious reads the manifest of the last build; a missing file means a first build.
@@ -175,7 +183,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 		opts.LoadPrevious = func() (*manifest.Manifest, error) { return loadPrevious(manifestPath) }
 	}
 	opts.Now = o.Now
-	if opts.Date, err = buildDate(o.Now, cfg.Date); err != nil {
+	if opts.Date, opts.DateSource, err = buildDateFrom(o.Now, cfg.Date); err != nil {
 		return nil, err
 	}
 	opts.Verify, opts.Resign, opts.Progress = o.Verify, o.Resign, o.Progress

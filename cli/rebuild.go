@@ -140,12 +140,21 @@ func rebuild(ctx context.Context, cfg *config.File, st *lazyStore, target *manif
 	opts.Key, opts.Also = keys[0], keys[1:]
 	opts.TreeDir, opts.CacheDir = filepath.Join(scratch, "tree"), filepath.Join(scratch, "cache")
 	opts.Previous = parent
-	if opts.Date, err = time.Parse(time.RFC3339, target.Date); err != nil {
+	date, err := time.Parse(time.RFC3339, target.Date)
+	if err != nil {
 		return nil, fmt.Errorf("rebuild: release %s has date %q: %w", short(target.ID), target.Date, err)
+	}
+	// The build is asked for the date the release's build was asked for, which it records
+	// when it dated the release later (a second after its parent): asked for the release's
+	// own date, the build would date it the same but record no requested_date.
+	opts.Date, opts.DateSource = date, gen.DateFromRelease
+	if target.RequestedDate != "" {
+		if opts.Date, err = time.Parse(time.RFC3339, target.RequestedDate); err != nil {
+			return nil, fmt.Errorf("rebuild: release %s has requested_date %q: %w", short(target.ID), target.RequestedDate, err)
+		}
 	}
 	// Valid-Until is judged at the release's own date, as its build judged it: a release
 	// rebuilt after it expired is still the same release.
-	date := opts.Date
 	opts.Now = func() time.Time { return date }
 	tree := cfg.Resolve(cfg.Output.Tree)
 	var paths map[string][]string // digest → paths of the release and its parent

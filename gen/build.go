@@ -39,7 +39,8 @@ func Build(ctx context.Context, o Options) (_ *Result, err error) {
 	if err := s.done("apply change", err); err != nil {
 		return nil, err
 	}
-	if err := settleDates(&o, par.m); err != nil {
+	requested, err := settleDates(&o, par.m)
+	if err != nil {
 		return nil, err
 	}
 	if err := runGate(ctx, o.Gate, par, pl, ins); err != nil {
@@ -52,7 +53,7 @@ func Build(ctx context.Context, o Options) (_ *Result, err error) {
 		return nil, err
 	}
 	pool := s.goStage("stage pool", func() error { return stagePool(tw, o.poolSpec(), par.m, pl, ins) })
-	m, sealer := startManifest(o.Repository, o.Date, o.CacheDir, par.m, pl)
+	m, sealer := startManifest(o.Repository, o.Date, requested, o.CacheDir, par.m, pl)
 	idx, err := writeAllIndexes(ctx, s, o.indexSpec(), par, pl.pkgs.list, ins, icache, tw)
 	if err != nil {
 		return nil, par.explain(err)

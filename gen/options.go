@@ -88,11 +88,14 @@ type Options struct {
 	Key *sign.Key
 	// Also are keys that sign beside Key, during a change of keys: InRelease and
 	// Release.gpg carry a signature by each, and apt accepts them with any of the keys.
-	Also   []*sign.Key
-	Hash   crypto.Hash // signature digest: crypto.SHA256 or crypto.SHA512
-	Date   time.Time   // SOURCE_DATE_EPOCH, or now
-	Verify bool        // rehash every input instead of trusting size and mtime
-	Resign bool        // re-sign every Release even when nothing changed (refreshes Date and Valid-Until)
+	Also []*sign.Key
+	Hash crypto.Hash // signature digest: crypto.SHA256 or crypto.SHA512
+	Date time.Time   // the date asked for: SOURCE_DATE_EPOCH, armor.toml's date, or now
+	// DateSource says where Date came from, for the error that refuses a Date older
+	// than the parent's (dates.go).
+	DateSource DateSource
+	Verify     bool // rehash every input instead of trusting size and mtime
+	Resign     bool // re-sign every Release even when nothing changed (refreshes Date and Valid-Until)
 	// LinkPool stages a pool file as a hard link to its input where the file system
 	// allows (tree.Writer.LinkFile), as aptly links its pool, instead of a copy: a first
 	// build of many packages then writes no package again. The tree's file then is the
@@ -103,7 +106,8 @@ type Options struct {
 	// Now is the wall clock, against which Valid-Until is checked (nil: time.Now). A
 	// build valid until a time Now has passed fails with ErrDate; a kept Release whose
 	// Valid-Until has passed is signed afresh. A Date not after the parent's is moved a
-	// second after it (dates.go).
+	// second after it, and one older than the date the parent's build asked for fails
+	// with ErrDate (dates.go).
 	Now func() time.Time
 
 	Progress func(Progress) // may be nil; called from several goroutines

@@ -100,17 +100,18 @@ func writeAllIndexes(ctx context.Context, s *steps, sp indexSpec, par *parent, p
 	return idx, nil
 }
 
-// startManifest returns the manifest of the release of pl on parent, its files still to
-// come. When the packages changed, so does the manifest: its packages, known now, are
+// startManifest returns the manifest of the release of pl on parent, dated date (asked
+// for as requested, when that differs: settleDates), its files still to come. When the packages changed, so does the manifest: its packages, known now, are
 // encoded and hashed while the indexes are made (sealer), on a core the stanza assembly
 // leaves free. Otherwise the build is most likely up to date, and sealing waits until it
 // is known not to be (sealer is nil).
-func startManifest(repo string, date time.Time, cacheDir string, parent *manifest.Manifest, pl plan) (*manifest.Manifest, *manifest.Sealer) {
+func startManifest(repo string, date time.Time, requested, cacheDir string, parent *manifest.Manifest, pl plan) (*manifest.Manifest, *manifest.Sealer) {
 	m := &manifest.Manifest{
-		Schema:     manifest.SchemaVersion,
-		Repository: repo,
-		Date:       date.UTC().Format(time.RFC3339),
-		Packages:   pl.pkgs.list,
+		Schema:        manifest.SchemaVersion,
+		Repository:    repo,
+		Date:          date.UTC().Format(time.RFC3339),
+		RequestedDate: requested,
+		Packages:      pl.pkgs.list,
 	}
 	if parent != nil {
 		m.Parent = lineage.Parent(cacheDir, parent.ID, parent.Parent)
