@@ -280,10 +280,17 @@ func TestRepublish(t *testing.T) {
 	if err != nil || st.Previous != first.Release {
 		t.Fatalf("Previous = %+v, %v; want %s", st, err, first.Release)
 	}
+	// Asked for the first release's date, as a pipeline that keeps SOURCE_DATE_EPOCH at
+	// its commit's time would: dated after the current release, recording the date asked
+	// for, so that the next build at that date is not refused as older.
+	asked, err := time.Parse(time.RFC3339, loadPushed(t, s, first.Manifest).Date)
+	if err != nil {
+		t.Fatal(err)
+	}
 	a, err := publish.Republish(ctx, publish.RepublishOptions{
 		Client: c, URL: url, Repo: "test", Status: st, Store: s,
 		Key:  func() (*sign.Key, error) { return loadTestKey(t), nil },
-		Hash: crypto.SHA512, Cache: p.cache(),
+		Hash: crypto.SHA512, Cache: p.cache(), Date: asked,
 	})
 	if err != nil {
 		t.Fatalf("Republish: %v", err)
@@ -307,6 +314,9 @@ func TestRepublish(t *testing.T) {
 	}
 	if got, was := releaseDate(t, s, next), releaseDate(t, s, cur); !got.After(was) {
 		t.Errorf("the re-signed Release is dated %v, not after the current one's %v", got, was)
+	}
+	if next.RequestedDate != asked.Format(time.RFC3339) {
+		t.Errorf("the rollback release's requested_date is %q, want the date asked for, %s", next.RequestedDate, asked.Format(time.RFC3339))
 	}
 	if tmp, _ := filepath.Glob(filepath.Join(p.cache(), "rollback-*")); len(tmp) != 0 {
 		t.Errorf("Republish left its staging %v", tmp)

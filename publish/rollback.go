@@ -82,7 +82,12 @@ func Republish(ctx context.Context, o RepublishOptions) (*api.Activation, error)
 	if err != nil {
 		return nil, err
 	}
-	date, err := republishDate(ctx, o.Store, cur, o.Date)
+	asked := o.Date
+	if asked.IsZero() {
+		asked = time.Now()
+	}
+	asked = asked.UTC().Truncate(time.Second)
+	date, err := republishDate(ctx, o.Store, cur, asked)
 	if err != nil {
 		return nil, err
 	}
@@ -96,7 +101,12 @@ func Republish(ctx context.Context, o RepublishOptions) (*api.Activation, error)
 		return nil, err
 	}
 	next.Parent = cur.ID
-	next.Date = date.Format(time.RFC3339)
+	next.Date, next.RequestedDate = date.Format(time.RFC3339), ""
+	if !date.Equal(asked) {
+		// As armor build records it: the next build asked for the same date (a pipeline
+		// at one SOURCE_DATE_EPOCH) is then not refused as older than this release.
+		next.RequestedDate = asked.Format(time.RFC3339)
+	}
 	if err := manifest.Seal(next); err != nil {
 		return nil, err
 	}
