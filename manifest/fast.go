@@ -349,6 +349,7 @@ func (d *decoder) tables(m *Manifest) bool {
 			if strings.HasPrefix(s[d.pos:], lPhased) {
 				d.lit(lPhased)
 				p.Phased = d.str()
+				d.ok = d.ok && p.Phased != "" // written only when set
 			}
 			d.lit(lEnd)
 			for d.ok && strings.HasPrefix(s[d.pos:], lPkgFile) {

@@ -65,6 +65,25 @@ func TestCanonicalEqualsGoTOML(t *testing.T) {
 	}
 }
 
+// An optional key written empty (phased = '', requested_date = '') is not what
+// appendCanonical writes, which omits it: the fast decoder leaves it to go-toml, or Parse
+// would check the id against an encoding that is not the canonical one.
+func TestEmptyOptionalKeysAreNotCanonical(t *testing.T) {
+	good, _ := Marshal(sample())
+	for _, edit := range [][2]string{
+		{"sha256 = '" + sum('a') + "'\n", "sha256 = '" + sum('a') + "'\nphased = ''\n"},
+		{"date = '2026-11-22T00:00:00Z'\n", "date = '2026-11-22T00:00:00Z'\nrequested_date = ''\n"},
+	} {
+		data := strings.Replace(string(good), edit[0], edit[1], 1)
+		if data == string(good) {
+			t.Fatalf("edit %q did not apply", edit[0])
+		}
+		if _, ok := parseCanonical([]byte(data)); ok {
+			t.Errorf("the fast decoder accepted %q", edit[1])
+		}
+	}
+}
+
 func TestNonPlainStringsUseGoTOML(t *testing.T) {
 	m := sample()
 	m.Repository = "it's"
@@ -94,6 +113,7 @@ func FuzzParseCanonical(f *testing.F) {
 	requested, _ := Marshal(requestedSample())
 	f.Add(requested)
 	f.Add([]byte(strings.Replace(string(good), "\n[[package]]", "\nrequested_date = ''\n[[package]]", 1)))
+	f.Add([]byte(strings.Replace(string(good), "'\n\n[[package]]", "'\nphased = ''\n\n[[package]]", 2)))
 	f.Add([]byte("schema = 1\nrepository = 'x'\n[[file]]\npath = 'a'\nsize = 01\n"))
 	f.Add([]byte("[[package]]\nname = 'a'\n[[package]]\nname = 'b'\n"))
 	f.Add([]byte(strings.Replace(string(good), "schema = 1", "schema = 1\nschema = 2", 1)))
