@@ -65,7 +65,7 @@ func TestCanonicalEqualsGoTOML(t *testing.T) {
 	}
 }
 
-// An optional key written empty (phased = '', requested_date = '') is not what
+// An optional key written with an empty value (phased, requested_date) is not what
 // appendCanonical writes, which omits it: the fast decoder leaves it to go-toml, or Parse
 // would check the id against an encoding that is not the canonical one.
 func TestEmptyOptionalKeysAreNotCanonical(t *testing.T) {
