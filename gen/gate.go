@@ -14,7 +14,8 @@ type GateInput struct {
 	Parent   *manifest.Manifest // nil for a first build
 	Packages []manifest.Package // the release's, in canonical order
 	// Stanza returns the control stanza of a binary package of the release or of the
-	// parent: from the input read in this build, else from the parent's indexes.
+	// parent: from the input read in this build, else from the parent's indexes. The
+	// bytes are valid only until Options.Gate returns: copy what is kept.
 	Stanza func(p *manifest.Package) ([]byte, error)
 }
 
@@ -25,11 +26,18 @@ func runGate(ctx context.Context, gate func(context.Context, *GateInput) error, 
 		return nil
 	}
 	pkgs := pl.pkgs.list
+	// The parent's stanzas, read when first needed (a warm check reads none). They point
+	// into the parent's indexes, which the writer splices in place after the check: the
+	// check copies what it keeps, and the map is dropped with this function.
+	var parents map[string][]byte
 	stanza := func(p *manifest.Package) ([]byte, error) {
 		if in := ins.fresh[p.SHA256]; in != nil && in.Pkg != nil {
 			return in.Pkg.Stanza(p.Path), nil
 		}
-		if st := par.stanzaElsewhere(p); st != nil {
+		if parents == nil && par.m != nil {
+			parents = par.loadIndexes()
+		}
+		if st := stanzaOf(parents, p); st != nil {
 			return st, nil
 		}
 		if in := ins.forSum(p.SHA256); in != nil {

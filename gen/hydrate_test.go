@@ -111,3 +111,43 @@ func testHydrateHandsOverPlain(t *testing.T, legacy bool) {
 		t.Errorf("hydrate's index was handed out twice")
 	}
 }
+
+// TestCheckAndWriterShareIndex: on a fresh runner the check reads the parent's stanzas
+// from the indexes hydrate made, and the index writer then gets those same indexes, not
+// a second decompression of the tree's .gz (here removed, so a second read finds none);
+// still its own to splice in place, since the check's map is gone by then. A package
+// copied between indexes (stanzaElsewhere, during the writing) shares them instead.
+func TestCheckAndWriterShareIndex(t *testing.T) {
+	const rel = "dists/s/main/binary-amd64/Packages"
+	var stanzas [][]byte
+	for i := range 50 {
+		stanzas = append(stanzas, fmt.Appendf(nil, "Package: p%03d\nVersion: 1\nFilename: pool/p%03d.deb\nSHA256: %064d\n", i, i, i))
+	}
+	f, err := index.Build(stanzas, nil, rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, copied := range []bool{false, true} {
+		t.Run(fmt.Sprintf("copied=%v", copied), func(t *testing.T) {
+			var made madeIndexes
+			made.add(rel, slices.Clone(f.Plain), false)
+			d := dirs{tree: t.TempDir(), cache: t.TempDir()}
+			par := &parent{m: &manifest.Manifest{ID: "parent"}, made: &made, dirs: d,
+				plains: map[string]release.Digests{rel: f.Digests[0]}}
+			pkg := &manifest.Package{Path: "pool/p007.deb", SHA256: fmt.Sprintf("%064d", 7)}
+			if st := stanzaOf(par.loadIndexes(), pkg); string(st) != string(stanzas[7]) {
+				t.Fatalf("the check got stanza %q, want %q", st, stanzas[7])
+			}
+			if copied && par.stanzaElsewhere(pkg) == nil {
+				t.Fatal("stanzaElsewhere found no stanza for a package the parent lists")
+			}
+			x := readOldIndex(par, rel, nil)
+			if len(x.stanzas) != len(stanzas) {
+				t.Fatalf("the writer got %d stanzas of the parent's index, want %d: it was read twice", len(x.stanzas), len(stanzas))
+			}
+			if x.own == copied {
+				t.Errorf("own = %v after the check (copied = %v): a map that points into the index must keep the writer from splicing it in place, and only then", x.own, copied)
+			}
+		})
+	}
+}

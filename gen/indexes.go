@@ -131,6 +131,7 @@ func (w *indexWriter) suite(ctx context.Context, s Suite, indexed func()) (suite
 				return si, err
 			}
 			w.par.made.take(dist + rel)
+			w.par.takeLoaded(dist + rel)
 			indexed()
 		}
 		if err := w.sources(s, comp, prevSums, srcs, &si); err != nil {

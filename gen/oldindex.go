@@ -33,7 +33,10 @@ type oldIndex struct {
 // previous release's members of the index) attached: taken from par.old if it was read
 // ahead, loaded now otherwise.
 func readOldIndex(par *parent, indexPath string, members []*manifest.Package) *oldIndex {
-	x := par.old.take(indexPath)
+	x := par.takeLoaded(indexPath)
+	if x == nil {
+		x = par.old.take(indexPath)
+	}
 	if x == nil {
 		x = par.loadIndex(indexPath)
 	}

@@ -24,6 +24,9 @@ type parent struct {
 	dirs   dirs
 
 	stanzas map[string][]byte // every stanza of m's indexes in the tree, by SHA256; made when first needed
+	// loaded are m's Packages indexes that loadIndexes read, by path, until the index
+	// writer takes them (takeLoaded): read once for the check and the writer both.
+	loaded map[string]*oldIndex
 
 	mu    sync.Mutex
 	bases map[string]index.Base // the indexes new ones were spliced from, by path
@@ -68,28 +71,66 @@ func (p *parent) explain(err error) error {
 
 // stanzaElsewhere returns the stanza of p from any of the parent's Packages indexes in
 // the tree, or nil. It reads them all the first time it is called: only packages copied
-// between suites or components need it.
+// between suites or components need it. Its map points into the indexes, which the
+// writer then must not splice in place.
 func (p *parent) stanzaElsewhere(pkg *manifest.Package) []byte {
 	if p.m == nil {
 		return nil
 	}
 	if p.stanzas == nil {
-		p.stanzas = map[string][]byte{}
-		for _, ip := range slices.Sorted(maps.Keys(p.plains)) {
-			if path.Base(ip) != "Packages" {
-				continue
-			}
-			x := p.loadIndex(ip)
-			for i, st := range x.stanzas {
-				p.stanzas[string(x.sums[i])] = st
-			}
+		p.stanzas = p.loadIndexes()
+		for _, x := range p.loaded {
+			x.own = false
 		}
 	}
-	st := p.stanzas[pkg.SHA256]
+	return stanzaOf(p.stanzas, pkg)
+}
+
+// stanzaOf returns pkg's stanza from stanzas (by SHA256), or nil if it has none that
+// names pkg's path.
+func stanzaOf(stanzas map[string][]byte, pkg *manifest.Package) []byte {
+	st := stanzas[pkg.SHA256]
 	if st == nil || string(stanzaField(st, "\nFilename: ")) != pkg.Path {
 		return nil
 	}
 	return st
+}
+
+// loadIndexes returns every stanza of the parent's Packages indexes, by SHA256. It reads
+// each index once, as readOldIndex would (read ahead, made by hydrate, or from the
+// tree), and keeps it in p.loaded, where readOldIndex takes it from: on a fresh runner
+// the check and the writer then share one decompression of each index, not two. The
+// map points into the indexes' arrays: it must not outlive their splice in place, unless
+// they are marked as not owned.
+func (p *parent) loadIndexes() map[string][]byte {
+	if p.loaded == nil {
+		p.loaded = map[string]*oldIndex{}
+	}
+	stanzas := map[string][]byte{}
+	for _, ip := range slices.Sorted(maps.Keys(p.plains)) {
+		if path.Base(ip) != "Packages" {
+			continue
+		}
+		x := p.loaded[ip]
+		if x == nil {
+			if x = p.old.take(ip); x == nil {
+				x = p.loadIndex(ip)
+			}
+			p.loaded[ip] = x
+		}
+		for i, st := range x.stanzas {
+			stanzas[string(x.sums[i])] = st
+		}
+	}
+	return stanzas
+}
+
+// takeLoaded returns the index at indexPath that loadIndexes read, and forgets it; nil
+// if it read none.
+func (p *parent) takeLoaded(indexPath string) *oldIndex {
+	x := p.loaded[indexPath]
+	delete(p.loaded, indexPath)
+	return x
 }
 
 // hadIndex reports whether the parent published the Packages or Sources index at
