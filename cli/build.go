@@ -286,12 +286,12 @@ func (l *lazyStore) open(ctx context.Context) (store.Store, error) {
 	return l.s, l.err
 }
 
-func (l *lazyStore) fetch(ctx context.Context, sum string) ([]byte, error) {
+func (l *lazyStore) fetch(ctx context.Context, sum string, size int64) ([]byte, error) {
 	s, err := l.open(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return publish.FetchObject(ctx, s, sum)
+	return publish.FetchSized(ctx, s, sum, size)
 }
 
 // activeParent returns controld's active release of the repository, to build on.

@@ -101,7 +101,7 @@ func treePackages(g *Globals, cfg *config.File, m *manifest.Manifest, s config.S
 			}
 			data, err := os.ReadFile(filepath.Join(tree, f.Path))
 			if sum := sha256.Sum256(data); err != nil || hex.EncodeToString(sum[:]) != f.SHA256 {
-				if data, err = st.fetch(g.ctx, f.SHA256); err != nil {
+				if data, err = st.fetch(g.ctx, f.SHA256, f.Size); err != nil {
 					return nil, fmt.Errorf("check: read %s: %w", f.Path, err)
 				}
 			}

@@ -158,11 +158,11 @@ func rebuild(ctx context.Context, cfg *config.File, st *lazyStore, target *manif
 	opts.Now = func() time.Time { return date }
 	tree := cfg.Resolve(cfg.Output.Tree)
 	var paths map[string][]string // digest → paths of the release and its parent
-	opts.Fetch = func(ctx context.Context, sum string) ([]byte, error) {
+	opts.Fetch = func(ctx context.Context, sum string, size int64) ([]byte, error) {
 		if paths == nil {
 			paths = objectPaths(target, parent)
 		}
-		return fromTreeOrStore(ctx, st, tree, paths[sum], sum)
+		return fromTreeOrStore(ctx, st, tree, paths[sum], sum, size)
 	}
 	if err := replayChange(ctx, &opts, st, tree, target, parent, scratch); err != nil {
 		return nil, err
@@ -227,7 +227,7 @@ func replayChange(ctx context.Context, o *gen.Options, st *lazyStore, tree strin
 		}
 		file := filepath.Join(tree, filepath.FromSlash(p.Path))
 		if fi, err := os.Stat(file); err != nil || fi.Size() != p.Size {
-			data, err := st.fetch(ctx, p.SHA256)
+			data, err := st.fetch(ctx, p.SHA256, p.Size)
 			if err != nil {
 				return fmt.Errorf("rebuild: %s is neither in the tree nor fetched: %w", p.Path, err)
 			}
@@ -266,7 +266,7 @@ func objectPaths(ms ...*manifest.Manifest) map[string][]string {
 
 // fromTreeOrStore reads an object by digest: from the tree, at one of paths, else from
 // the store.
-func fromTreeOrStore(ctx context.Context, st *lazyStore, tree string, paths []string, sum string) ([]byte, error) {
+func fromTreeOrStore(ctx context.Context, st *lazyStore, tree string, paths []string, sum string, size int64) ([]byte, error) {
 	for _, p := range paths {
 		if data, err := os.ReadFile(filepath.Join(tree, filepath.FromSlash(p))); err == nil {
 			if s := sha256.Sum256(data); hex.EncodeToString(s[:]) == sum {
@@ -274,7 +274,7 @@ func fromTreeOrStore(ctx context.Context, st *lazyStore, tree string, paths []st
 			}
 		}
 	}
-	return st.fetch(ctx, sum)
+	return st.fetch(ctx, sum, size)
 }
 
 func printRebuild(g *Globals, r *rebuildReport) error {

@@ -52,7 +52,7 @@ func storeOfPaths(t testing.TB, tree string, paths map[string]manifest.Object) *
 	return o
 }
 
-func (o *objects) fetch(_ context.Context, sum string) ([]byte, error) {
+func (o *objects) fetch(_ context.Context, sum string, _ int64) ([]byte, error) {
 	o.fetched.Add(1)
 	o.mu.Lock()
 	if o.sums == nil {

@@ -96,7 +96,7 @@ func (l *fileLists) one(ctx context.Context, p *manifest.Package) (fileList, err
 		pkg, err = deb.ReadFile(in.Path)
 	} else if l.fetch != nil {
 		var data []byte
-		if data, err = l.fetch(ctx, p.SHA256); err == nil {
+		if data, err = l.fetch(ctx, p.SHA256, p.Size); err == nil {
 			pkg, err = deb.Read(bytes.NewReader(data), p.Path, p.Size)
 		}
 	} else {

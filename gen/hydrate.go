@@ -238,7 +238,7 @@ func (h *hydration) derivePlains(ctx context.Context, plains map[string]release.
 
 // fetchFile fetches the file f of prev from the store, and checks its size and digest.
 func fetchFile(ctx context.Context, fetch fetchFunc, prev *manifest.Manifest, f manifest.File) ([]byte, error) {
-	data, err := fetch(ctx, f.SHA256)
+	data, err := fetch(ctx, f.SHA256, f.Size)
 	if err != nil {
 		return nil, fmt.Errorf("parent release %s: %s is neither in the tree nor readable from the store: %w", prev.ID, f.Path, err)
 	}

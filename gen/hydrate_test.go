@@ -59,7 +59,7 @@ func testHydrateHandsOverPlain(t *testing.T, legacy bool) {
 		asked []string
 	)
 	d := dirs{tree: t.TempDir(), cache: t.TempDir()}
-	fetch := func(_ context.Context, sum string) ([]byte, error) {
+	fetch := func(_ context.Context, sum string, _ int64) ([]byte, error) {
 		mu.Lock()
 		asked = append(asked, sum)
 		mu.Unlock()

@@ -82,8 +82,9 @@ type Options struct {
 	// Fetch, when set, reads an object of the store by its SHA-256. A build whose tree
 	// lacks the parent's dists/ files (a fresh CI runner, a parent taken from controld)
 	// fetches them through it. A pool file is fetched only for the file list of a
-	// package that no Contents file of the parent lists and the build cache lacks.
-	Fetch func(ctx context.Context, sum string) ([]byte, error)
+	// package that no Contents file of the parent lists and the build cache lacks. size
+	// is the object's size as the manifest lists it, for the buffer to read it into.
+	Fetch func(ctx context.Context, sum string, size int64) ([]byte, error)
 
 	Key *sign.Key
 	// Also are keys that sign beside Key, during a change of keys: InRelease and
@@ -246,4 +247,4 @@ func (o *Options) dirs() dirs { return dirs{o.TreeDir, o.CacheDir} }
 
 // fetchFunc reads an object of the store by its SHA-256 (Options.Fetch); nil when the
 // build has no store.
-type fetchFunc func(ctx context.Context, sum string) ([]byte, error)
+type fetchFunc func(ctx context.Context, sum string, size int64) ([]byte, error)

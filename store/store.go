@@ -75,3 +75,25 @@ type Store interface {
 func ObjectPath(sum string) string {
 	return "objects/sha256/" + sum[:2] + "/" + sum
 }
+
+// ReadSized reads r to its end, into one buffer of size bytes when size (what the
+// object is known to hold) is not negative, with one byte to spare to see the end: an
+// object longer than that is still read whole. A negative size reads as io.ReadAll.
+func ReadSized(r io.Reader, size int64) ([]byte, error) {
+	if size < 0 {
+		return io.ReadAll(r)
+	}
+	buf := make([]byte, size+1)
+	n, err := io.ReadFull(r, buf)
+	switch {
+	case err == io.ErrUnexpectedEOF || err == io.EOF:
+		return buf[:n], nil
+	case err != nil:
+		return nil, err
+	}
+	rest, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	return append(buf, rest...), nil
+}
