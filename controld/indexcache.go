@@ -12,6 +12,7 @@ import (
 	"io"
 	"path"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -32,15 +33,17 @@ import (
 // on content (gen/index), so that adding a package changes one or two members and leaves
 // the others' bytes as they were. A profile of a gzip form therefore also keeps each
 // member's size, SHA-256 and stanza count, and a changed index is read against the last
-// profile made at its path: the members at its start and at its end whose bytes are
-// those of that profile's members are taken as read, and only the bytes between are
-// decompressed and parsed. That is sound: identical bytes that start where a member starts
-// decompress to the same member; the bytes between must decompress to whole members,
-// each ending where a stanza ends, and end exactly where the unchanged members start. The
-// whole form is still read and its SHA-256 checked against the signed one, so a store
-// that alters a byte anywhere is caught. Anything unusual (a member that ends inside a
-// stanza, an error) falls back to reading the whole index, which also gives the error
-// its line number.
+// profile made at its path, as it streams from the store (readAgainst, splice): the
+// members at its start and at its end whose bytes are those of that profile's members
+// are taken as read, and only the bytes between are decompressed and parsed. That is
+// sound: identical bytes that start where a member starts decompress to the same member;
+// the bytes between must decompress to whole members, each ending where a stanza ends,
+// and end exactly where the unchanged members start. The whole form is still read and
+// its size and SHA-256 checked against the signed ones before its profile is used, so a
+// store that alters a byte anywhere is caught; but it is not held in memory, only the
+// member being hashed and the bytes to decompress. Anything unusual (a member that ends
+// inside a stanza, an error) falls back to reading the whole index, which also gives the
+// error its line number.
 //
 // Profiles live in memory only. After a restart, the first release of each repository
 // reads its indexes whole.
@@ -154,11 +157,11 @@ func (c *indexCache) digests(ctx context.Context, s *Server, repo string, ix *in
 	var p *profile
 	if path.Ext(form.Path) == ".gz" {
 		if old := c.last(repo, form.Path); old != nil && old.members != nil {
-			data, err := s.readExact(ctx, form.Path, form.SHA256, form.Size)
-			if err != nil {
+			var err error
+			if p, err = s.readAgainst(ctx, ix, form, old); err != nil {
 				return nil, err
 			}
-			if p = incremental(old, data, ix); p != nil {
+			if p != nil {
 				c.reads.incremental.Add(1)
 			}
 		}
@@ -182,48 +185,213 @@ func (c *indexCache) digests(ctx context.Context, s *Server, repo string, ix *in
 	return p.digests, nil
 }
 
-// incremental profiles data, a .gz form whose SHA-256 was checked, against old, the
-// profile of an earlier form at its path; nil when it cannot (see the top of the file).
-func incremental(old *profile, data []byte, ix *index) *profile {
-	ms := old.members
-	off, i, first := 0, 0, 0 // the common start: bytes, members, stanzas
-	for i < len(ms) && off+ms[i].size <= len(data) && sha256.Sum256(data[off:off+ms[i].size]) == ms[i].sum {
-		off += ms[i].size
-		first += ms[i].entries
-		i++
+// readAgainst streams form, a .gz form, from the store through a splice against old
+// and checks its size and SHA-256: the profile, or nil when it cannot be made this way.
+// It holds no more of the form in memory than a member and the bytes it decompresses.
+func (s *Server) readAgainst(ctx context.Context, ix *index, form manifest.File, old *profile) (*profile, error) {
+	rc, err := s.store.Open(ctx, form.SHA256, 0, -1)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, invalidRelease("%s (object %s) is not in the store %s: upload it first (armor push)", form.Path, form.SHA256, s.store)
 	}
-	end, j, last := len(data), len(ms), len(old.digests) // the common end
-	for j > i && end-ms[j-1].size >= off && sha256.Sum256(data[end-ms[j-1].size:end]) == ms[j-1].sum {
-		end -= ms[j-1].size
-		last -= ms[j-1].entries
-		j--
+	if err != nil {
+		return nil, storeFailed("read %s from the store %s: %w", form.Path, s.store, err)
 	}
-	var mid []entryDigest
+	defer rc.Close()
+	sp := newSplice(old, form.Size, ix)
+	h := sha256.New()
+	counted := &countingReader{r: io.TeeReader(io.LimitReader(rc, form.Size+1), h)}
+	buf := make([]byte, 256<<10)
+	for {
+		n, err := counted.Read(buf)
+		sp.write(buf[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, storeFailed("read %s from the store %s: %w", form.Path, s.store, err)
+		}
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); counted.n != form.Size || got != form.SHA256 {
+		return nil, invalidRelease("%s: store object %s has %d bytes of content with sha256 %s, not %d bytes: the store is damaged, upload it again",
+			form.Path, form.SHA256, counted.n, got, form.Size)
+	}
+	return sp.finish(), nil
+}
+
+// splice profiles a .gz form of known size against old as its bytes stream by, keeping
+// no more than one member and the bytes it must decompress. The form is cut into
+// places: from its start, where old's members would lie if the form began as old did
+// (the common start, while each matches); after that, where old's members would lie if
+// the form ended as old did. A place whose bytes hash to the member's is that member,
+// whose stanzas and size are known; the bytes of the other places, run by run, are
+// decompressed and parsed, and must be whole members ending where stanzas end.
+type splice struct {
+	old   *profile
+	ix    *index
+	size  int64
+	first []int // the position in old.digests of each old member's first stanza
+	pos   int64 // bytes written so far
+	// The current place: [pos of its first byte, end); which is the old member it may
+	// be, or -1 for bytes before the first place of the common end.
+	end    int64
+	which  int
+	inHead bool
+	done   bool
+	cur    []byte
+	raw    []byte  // bytes of places not matched, to decompress
+	pieces []piece // the form, in order
+	plain  int64
+	failed bool
+}
+
+// piece is part of a profiled form: an old member, or members decompressed.
+type piece struct {
+	old     int // the old member; -1 for decompressed ones
+	digests []entryDigest
+	members []member
+}
+
+func newSplice(old *profile, size int64, ix *index) *splice {
+	sp := &splice{old: old, ix: ix, size: size, inHead: true, first: make([]int, len(old.members))}
+	n := 0
+	for i, m := range old.members {
+		sp.first[i] = n
+		n += m.entries
+	}
+	sp.nextHead(0)
+	return sp
+}
+
+// nextHead makes old member i the current place, or ends the common start there.
+func (sp *splice) nextHead(i int) {
+	ms := sp.old.members
+	if i < len(ms) && sp.pos+int64(ms[i].size) <= sp.size {
+		sp.which, sp.end = i, sp.pos+int64(ms[i].size)
+		return
+	}
+	sp.inHead = false
+	sp.nextTail(-1)
+}
+
+// nextTail makes the place after old member j's (of the common end) current; when j is
+// -1, the first place of the common end that starts at pos or later, or the bytes
+// before it.
+func (sp *splice) nextTail(j int) {
+	ms := sp.old.members
+	if j >= 0 { // the places of the common end follow each other
+		if j+1 < len(ms) {
+			sp.which, sp.end = j+1, sp.end+int64(ms[j+1].size)
+		} else {
+			sp.done = true
+		}
+		return
+	}
+	start := sp.size // where old member k would start, from the end
+	k := len(ms)
+	for k > 0 && start-int64(ms[k-1].size) >= sp.pos {
+		k--
+		start -= int64(ms[k].size)
+	}
+	switch {
+	case j < 0 && start > sp.pos:
+		sp.which, sp.end = -1, start
+	case k < len(ms):
+		sp.which, sp.end = k, start+int64(ms[k].size)
+	default:
+		sp.done = true
+	}
+}
+
+// write takes the next bytes of the form.
+func (sp *splice) write(b []byte) {
+	for len(b) > 0 && !sp.done {
+		k := min(int64(len(b)), sp.end-sp.pos)
+		sp.cur = append(sp.cur, b[:k]...)
+		sp.pos += k
+		b = b[k:]
+		if sp.pos == sp.end {
+			sp.close()
+		}
+	}
+}
+
+// close ends the current place.
+func (sp *splice) close() {
+	cur := sp.cur
+	sp.cur = sp.cur[:0]
+	matched := sp.which >= 0 && sha256.Sum256(cur) == sp.old.members[sp.which].sum
+	if matched {
+		sp.flush()
+		m := sp.old.members[sp.which]
+		sp.pieces = append(sp.pieces, piece{old: sp.which})
+		sp.plain += m.plain
+	}
+	switch {
+	case sp.inHead && matched:
+		sp.nextHead(sp.which + 1)
+	case sp.inHead:
+		// The common start ends before this member: its bytes are the first of the rest.
+		sp.pos -= int64(len(cur))
+		sp.inHead = false
+		sp.nextTail(-1)
+		sp.write(slices.Clone(cur))
+	default:
+		if !matched {
+			sp.raw = append(sp.raw, cur...)
+		}
+		sp.nextTail(sp.which)
+	}
+}
+
+// flush decompresses the bytes not matched so far.
+func (sp *splice) flush() {
+	if len(sp.raw) == 0 || sp.failed {
+		return
+	}
+	var pc piece
+	pc.old = -1
 	var buf []byte
-	r := deb.NewIndexReader(ix.kind, func(e *deb.IndexEntry) error {
+	r := deb.NewIndexReader(sp.ix.kind, func(e *deb.IndexEntry) error {
 		var d entryDigest
 		d, buf = digestOfEntry(buf, e)
-		mid = append(mid, d)
+		pc.digests = append(pc.digests, d)
 		return nil
 	})
-	sink := &plainSink{r: r, limit: plainLimit(ix)}
-	between, aligned, err := decodeGzip(data[off:end], sink)
+	sink := &plainSink{r: r, limit: plainLimit(sp.ix) - sp.plain}
+	ms, aligned, err := decodeGzip(sp.raw, sink)
 	if err != nil || !aligned || r.Close() != nil {
-		return nil
+		sp.failed = true
+		return
 	}
-	p := &profile{
-		digests: make([]entryDigest, 0, first+len(mid)+len(old.digests)-last),
-		members: make([]member, 0, i+len(between)+len(ms)-j),
+	pc.members = ms
+	sp.pieces = append(sp.pieces, pc)
+	sp.plain += sink.n
+	sp.raw = sp.raw[:0]
+}
+
+// finish returns the profile of the form, or nil when it cannot be made this way.
+func (sp *splice) finish() *profile {
+	sp.flush()
+	if sp.failed || !sp.done || sp.pos != sp.size || (sp.ix.plainOK && sp.plain != sp.ix.plain.Size) {
+		return nil // read it whole, for the error
 	}
-	p.digests = append(append(append(p.digests, old.digests[:first]...), mid...), old.digests[last:]...)
-	p.members = append(append(append(p.members, ms[:i]...), between...), ms[j:]...)
-	if ix.plainOK {
-		var plain int64
-		for _, m := range p.members {
-			plain += m.plain
+	digests, members := 0, 0
+	for _, pc := range sp.pieces {
+		if pc.old >= 0 {
+			digests, members = digests+sp.old.members[pc.old].entries, members+1
+		} else {
+			digests, members = digests+len(pc.digests), members+len(pc.members)
 		}
-		if plain != ix.plain.Size {
-			return nil // read it whole, for the error
+	}
+	p := &profile{digests: make([]entryDigest, 0, digests), members: make([]member, 0, members)}
+	for _, pc := range sp.pieces {
+		if pc.old >= 0 {
+			m := sp.old.members[pc.old]
+			p.digests = append(p.digests, sp.old.digests[sp.first[pc.old]:sp.first[pc.old]+m.entries]...)
+			p.members = append(p.members, m)
+		} else {
+			p.digests = append(p.digests, pc.digests...)
+			p.members = append(p.members, pc.members...)
 		}
 	}
 	return p

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/armor-apt/armor/debian/deb"
@@ -41,6 +42,13 @@ func profileWhole(t *testing.T, gz []byte) *profile {
 		p.members = ms
 	}
 	return p
+}
+
+// incremental profiles data, a .gz form, against old, as readAgainst does as it streams.
+func incremental(old *profile, data []byte, ix *index) *profile {
+	sp := newSplice(old, int64(len(data)), ix)
+	sp.write(data)
+	return sp.finish()
 }
 
 // TestIncrementalMatchesWhole: reading a changed Packages.gz against the profile of the
@@ -144,4 +152,67 @@ func TestDecodeGzipMemberBounds(t *testing.T) {
 	if off != len(b.Gzip) {
 		t.Errorf("members cover %d of %d bytes", off, len(b.Gzip))
 	}
+}
+
+// readWhole profiles a .gz form whole, as readForm does, or returns nil when that fails.
+func readWhole(gz []byte) *profile {
+	p := &profile{}
+	var buf []byte
+	r := deb.NewIndexReader(deb.PackagesIndex, func(e *deb.IndexEntry) error {
+		var d entryDigest
+		d, buf = digestOfEntry(buf, e)
+		p.digests = append(p.digests, d)
+		return nil
+	})
+	ms, aligned, err := decodeGzip(gz, &plainSink{r: r, limit: 1 << 24})
+	if err != nil || r.Close() != nil {
+		return nil
+	}
+	if aligned {
+		p.members = ms
+	}
+	return p
+}
+
+// FuzzIncremental: whatever bytes a store or a signer hands over as the next form of an
+// index, reading them against the profile of the form before either gives up or gives
+// exactly what reading them whole gives: the same stanzas, the same members.
+func FuzzIncremental(f *testing.F) {
+	base := stanzas(1500, "")
+	built, err := genindex.Build(base, nil, "test")
+	if err != nil {
+		f.Fatal(err)
+	}
+	old := readWhole(built.Gzip)
+	if old == nil || len(old.members) < 3 {
+		f.Fatalf("base index: %d members; the fuzz test needs several", len(old.members))
+	}
+	f.Add(built.Gzip)
+	for _, next := range [][][]byte{
+		append(slices.Clone(base[:10]), base[11:]...),
+		append(append(slices.Clone(base[:700]), []byte("Package: new\nVersion: 1\nArchitecture: all\nFilename: pool/n.deb\nSize: 1\nSHA256: 00\n")), base[700:]...),
+		append(slices.Clone(base[:1499]), stanzas(1500, "-changed")[1499]),
+		base[:100],
+	} {
+		b, err := genindex.Build(next, nil, "test")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b.Gzip)
+	}
+	ix := &index{kind: deb.PackagesIndex}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got := incremental(old, data, ix)
+		if got == nil {
+			return
+		}
+		want := readWhole(data)
+		if want == nil || (want.members == nil && len(data) > 0) {
+			t.Fatalf("read against the old profile, although reading it whole fails or is not aligned")
+		}
+		if !slices.Equal(got.digests, want.digests) || !slices.Equal(got.members, want.members) {
+			t.Fatalf("read against the old profile: %d stanzas, %d members; whole: %d stanzas, %d members",
+				len(got.digests), len(got.members), len(want.digests), len(want.members))
+		}
+	})
 }
