@@ -30,12 +30,18 @@ import (
 // write to the store and holds a push token, but not the key, cannot make an edge serve
 // a byte the key did not sign.
 //
-// The cost follows the change: each package of the manifest is reduced to a digest of
-// what an index must say of it, and each index to the digests of its stanzas, which are
-// compared in order. An index's digests are kept in memory by the index's SHA-256
-// (indexCache), so an index unchanged since a release this controld verified is not read
-// again, and a changed Packages.gz is read only where its gzip members changed (see
-// indexcache.go).
+// The cost follows the change. Each index is reduced to the digests of its stanzas (a
+// digest of what the stanza says of one package), which are kept in memory by the
+// index's SHA-256 (indexCache): an index unchanged since a release this controld
+// verified is not read again, and a changed Packages.gz is read only where its gzip
+// members changed (see indexcache.go). The packages are held to those digests through
+// the parent release, when this controld verified it and keeps it (verified.go): a
+// package equal to the parent's at the same place of the index, counted from either
+// end, has the digest the parent's had, so only the packages between the common start
+// and end of each index are digested (followsParent). Without a kept parent (the first
+// release after a restart, a parent verified elsewhere), or where that proof fails,
+// every package is reduced to its digest and the lists are compared in order, then as
+// multisets; a difference is explained from a full read of the index.
 
 // suite is one verified dists/<suite> directory.
 type suite struct {
@@ -265,7 +271,10 @@ func entryDigestOf(buf []byte, name, version, arch, p string, size int64, sum, p
 }
 
 // boundPackages checks that the packages of m are exactly what the indexes of the
-// verified suites list.
+// verified suites list. An index is first held to the packages of m's parent, when this
+// controld verified the parent and still keeps it (followsParent); any index that proof
+// does not cover is compared with the digests of all of m's packages, and a difference
+// is explained. A release that passes is kept for its own children.
 func (s *Server) boundPackages(ctx context.Context, repo string, m *manifest.Manifest, suites []*suite, paths map[string]manifest.Object) error {
 	indexes, err := findIndexes(suites, paths)
 	if err != nil {
@@ -274,31 +283,89 @@ func (s *Server) boundPackages(ctx context.Context, repo string, m *manifest.Man
 	if err := assignPackages(m, suites, indexes); err != nil {
 		return err
 	}
-	digests := digestPackages(m)
+	parent := s.verified.get(repo, m.Parent)
+	digests := sync.OnceValue(func() []entryDigest { return digestPackages(m) })
+	kept := make([]*keptIndex, len(indexes))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtimeCPUs())
-	for _, ix := range indexes {
+	for n, ix := range indexes {
 		g.Go(func() error {
 			got, err := s.indexes.digests(gctx, s, repo, ix)
 			if err != nil {
 				return err
 			}
-			if sameEntries(got, ix.members, digests) {
+			if parent != nil && followsParent(got, ix, m.Packages, parent) {
+				s.verified.follows.Add(1)
+				kept[n] = &keptIndex{members: ix.members, digests: got}
+				return nil
+			}
+			same, inOrder := sameEntries(got, ix.members, digests())
+			if inOrder {
+				kept[n] = &keptIndex{members: ix.members, digests: got}
+			}
+			if same {
 				return nil
 			}
 			return s.explainIndex(gctx, ix, m)
 		})
 	}
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	r := &verifiedRelease{repo: repo, id: m.ID, packages: m.Packages, indexes: make(map[string]keptIndex, len(indexes))}
+	for n, ix := range indexes {
+		if kept[n] != nil {
+			r.indexes[ix.key()] = *kept[n]
+		}
+	}
+	s.verified.add(r)
+	return nil
+}
+
+// followsParent reports whether the stanza digests of an index, got, are proven to be
+// those of its members (packages of the release being checked) through parent, a
+// release this controld verified: where got holds the digest the parent's index held at
+// the same place, counted from its start or from its end, and the member is equal field
+// for field to the parent's package there, the member's digest is that digest. Only the
+// members between the common start and the common end are digested: for a release that
+// adds one package, a few, whatever the size of the index. False means not proven (the
+// caller then compares every package); it never means refused.
+func followsParent(got []entryDigest, ix *index, pkgs []manifest.Package, parent *verifiedRelease) bool {
+	pk, ok := parent.indexes[ix.key()]
+	if !ok || len(got) != len(ix.members) {
+		return false
+	}
+	same := func(i, j int) bool { // the member at i, the parent's stanza at j
+		return got[i] == pk.digests[j] && pkgs[ix.members[i]].Equal(&parent.packages[pk.members[j]])
+	}
+	n, pn := len(got), len(pk.digests)
+	head := 0
+	for head < n && head < pn && same(head, head) {
+		head++
+	}
+	tail := 0
+	for tail < n-head && tail < pn-head && same(n-1-tail, pn-1-tail) {
+		tail++
+	}
+	var buf []byte
+	for i := head; i < n-tail; i++ {
+		p := &pkgs[ix.members[i]]
+		var d entryDigest
+		d, buf = entryDigestOf(buf, p.Name, p.Version, p.Architecture, p.Path, p.Size, p.SHA256, p.Phased, p.Files)
+		if d != got[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // sameEntries reports whether an index's stanza digests are the members' digests: in
-// order (as armor writes indexes) or, failing that, as multisets.
-func sameEntries(got []entryDigest, members []int32, digests []entryDigest) bool {
+// order (as armor writes indexes) or, failing that, as multisets; inOrder says which.
+func sameEntries(got []entryDigest, members []int32, digests []entryDigest) (same, inOrder bool) {
 	if len(got) != len(members) {
-		return false
+		return false, false
 	}
-	inOrder := true
+	inOrder = true
 	for i, m := range members {
 		if got[i] != digests[m] {
 			inOrder = false
@@ -306,7 +373,7 @@ func sameEntries(got []entryDigest, members []int32, digests []entryDigest) bool
 		}
 	}
 	if inOrder {
-		return true
+		return true, true
 	}
 	want := make([]entryDigest, len(members))
 	for i, m := range members {
@@ -316,7 +383,7 @@ func sameEntries(got []entryDigest, members []int32, digests []entryDigest) bool
 	cmp := func(x, y entryDigest) int { return strings.Compare(string(x[:]), string(y[:])) }
 	slices.SortFunc(a, cmp)
 	slices.SortFunc(want, cmp)
-	return slices.Equal(a, want)
+	return slices.Equal(a, want), false
 }
 
 // maxProblems bounds how many differences a refusal names.

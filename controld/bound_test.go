@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/armor-apt/armor/controld"
+	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/store"
 )
 
@@ -198,48 +200,85 @@ func TestRecordBoundsGzipIndexes(t *testing.T) {
 	}
 	evil := []byte("evil\n")
 	put(t, f.store, evil)
-	swap := func(tr *tree, name string) {
+	swap := func(tr *tree, name string) *tree {
 		for i := range tr.m.Packages {
 			if tr.m.Packages[i].Name == name {
 				tr.m.Packages[i].SHA256, tr.m.Packages[i].Size = digest(evil), int64(len(evil))
-				return
+				return tr
 			}
 		}
 		t.Fatalf("no package %s", name)
+		return nil
+	}
+	drop := func(tr *tree, name string) *tree {
+		n := len(tr.m.Packages)
+		tr.m.Packages = slices.DeleteFunc(tr.m.Packages, func(p manifest.Package) bool { return p.Name == name })
+		if len(tr.m.Packages) != n-1 {
+			t.Fatalf("no package %s", name)
+		}
+		return tr
+	}
+	extra := func(tr *tree) *tree { tr.add("evil", "1", evil); return tr } // not indexed again
+	signed := 0                                                            // each signed release adds another package: recorded once, it is not verified again
+	swapped := "the manifest has sha256 " + digest(evil)
+	unlisted := "package evil 1 (amd64) in stable/main at pool/main/e/evil/evil_1_amd64.deb: the signed index does not list it"
+	lacks := func(name string) string {
+		return fmt.Sprintf("the signed index lists %s 1 (amd64) at pool/main/p/%s/%s_1_amd64.deb (line ", name, name, name)
 	}
 	for _, tc := range []struct {
-		name  string
-		tree  func() *tree
-		valid bool
+		name string
+		tree func() *tree
+		want string // the refusal; "" for a release to record
 	}{
-		{"unchanged index, first package swapped", func() *tree { tr := big(one.m.ID); swap(tr, "p00000"); return tr }, false},
-		{"unchanged index, last package swapped", func() *tree { tr := big(one.m.ID); swap(tr, "p05999"); return tr }, false},
-		{"changed index, package far before the change swapped", func() *tree { tr := big(one.m.ID, "p05000a"); swap(tr, "p00001"); return tr }, false},
-		{"changed index, package far after the change swapped", func() *tree { tr := big(one.m.ID, "p00002a"); swap(tr, "p05998"); return tr }, false},
-		{"changed index, the new package swapped", func() *tree { tr := big(one.m.ID, "p01000a"); swap(tr, "p01000a"); return tr }, false},
-		{"changed index, signed", func() *tree { return big(one.m.ID, "p03000a") }, true},
+		{"unchanged index, first package swapped", func() *tree { return swap(big(one.m.ID), "p00000") }, swapped},
+		{"unchanged index, middle package swapped", func() *tree { return swap(big(one.m.ID), "p03000") }, swapped},
+		{"unchanged index, last package swapped", func() *tree { return swap(big(one.m.ID), "p05999") }, swapped},
+		{"unchanged index, extra package", func() *tree { return extra(big(one.m.ID)) }, unlisted},
+		{"unchanged index, package dropped", func() *tree { return drop(big(one.m.ID), "p03000") }, lacks("p03000")},
+		{"changed index, package far before the change swapped", func() *tree { return swap(big(one.m.ID, "p05000a"), "p00001") }, swapped},
+		{"changed index, package far after the change swapped", func() *tree { return swap(big(one.m.ID, "p00002a"), "p05998") }, swapped},
+		{"changed index, the new package swapped", func() *tree { return swap(big(one.m.ID, "p01000a"), "p01000a") }, swapped},
+		{"changed index, extra package", func() *tree { return extra(big(one.m.ID, "p00002a")) }, unlisted},
+		{"changed index, package far from the change dropped", func() *tree { return drop(big(one.m.ID, "p00002a"), "p04000") }, lacks("p04000")},
+		{"changed index, signed", func() *tree { signed++; return big(one.m.ID, fmt.Sprintf("p03000%c", 'a'+signed)) }, ""},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			tr := tc.tree()
-			cached, incremental, whole := f.srv.IndexReads()
-			_, err := f.admin.RecordRelease(ctx, "demo", tr.publish(t, f.store), false, "")
-			c2, i2, w2 := f.srv.IndexReads()
-			if tc.valid {
+		for _, cold := range []bool{false, true} {
+			name := tc.name
+			if cold {
+				name += ", cold"
+			}
+			t.Run(name, func(t *testing.T) {
+				if cold {
+					defer f.srv.Cold()()
+				}
+				tr := tc.tree()
+				sum := tr.publish(t, f.store)
+				cached, incremental, whole := f.srv.IndexReads()
+				follows := f.srv.ParentFollows()
+				_, err := f.admin.RecordRelease(ctx, "demo", sum, false, "")
+				c2, i2, w2 := f.srv.IndexReads()
+				if tc.want != "" {
+					apiErr := wantStatus(t, err, http.StatusUnprocessableEntity)
+					if !strings.Contains(apiErr.Message, "suite stable, index main/binary-amd64/Packages") || !strings.Contains(apiErr.Message, tc.want) {
+						t.Errorf("%q: want the index named and %q", apiErr.Message, tc.want)
+					}
+					return
+				}
 				if err != nil {
 					t.Fatalf("signed release refused: %v", err)
 				}
-				if c2 != cached || i2 != incremental+1 || w2 != whole {
+				switch {
+				case cold && (c2 != cached || i2 != incremental || w2 != whole+1):
+					t.Errorf("cold: indexes read: %d from the cache, %d against a profile, %d whole; want one whole", c2-cached, i2-incremental, w2-whole)
+				case !cold && (c2 != cached || i2 != incremental+1 || w2 != whole):
 					t.Errorf("indexes read: %d from the cache, %d against a profile, %d whole; want one against a profile",
 						c2-cached, i2-incremental, w2-whole)
 				}
-				return
-			}
-			apiErr := wantStatus(t, err, http.StatusUnprocessableEntity)
-			if !strings.Contains(apiErr.Message, "suite stable, index main/binary-amd64/Packages") ||
-				!strings.Contains(apiErr.Message, "the manifest has sha256 "+digest(evil)) {
-				t.Errorf("%q: want the index and the swapped digest named", apiErr.Message)
-			}
-		})
+				if want := map[bool]int64{false: 1, true: 0}[cold]; f.srv.ParentFollows()-follows != want {
+					t.Errorf("%d indexes proven through the parent's packages, want %d", f.srv.ParentFollows()-follows, want)
+				}
+			})
+		}
 	}
 }
 

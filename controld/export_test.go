@@ -51,3 +51,36 @@ func (s *Server) BoundCheck(ctx context.Context, repo, manifestSum string) (func
 		return s.boundPackages(ctx, repo, m, suites, paths)
 	}, nil
 }
+
+// ParentFollows counts the indexes proven through a kept parent's packages.
+func (s *Server) ParentFollows() int64 { return s.verified.follows.Load() }
+
+// ForgetVerified empties what controld keeps of the releases it verified (verified.go)
+// and returns a function that puts it back.
+func (s *Server) ForgetVerified() (restore func()) {
+	v := &s.verified
+	v.mu.Lock()
+	list, total := v.list, v.total
+	v.list, v.total = nil, 0
+	v.mu.Unlock()
+	return func() {
+		v.mu.Lock()
+		v.list, v.total = list, total
+		v.mu.Unlock()
+	}
+}
+
+// Cold empties what controld keeps in memory of the indexes and releases it verified,
+// as a restart would, and returns a function that puts it back.
+func (s *Server) Cold() (restore func()) {
+	keep := s.KeepIndexCache()
+	verified := s.ForgetVerified()
+	c := &s.indexes
+	c.mu.Lock()
+	c.byForm, c.lastAt, c.total = nil, nil, 0
+	c.mu.Unlock()
+	return func() {
+		keep()
+		verified()
+	}
+}

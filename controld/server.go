@@ -31,12 +31,13 @@ type Server struct {
 	quit    chan struct{} // closed when shutting down: long polls end
 	quitMu  sync.Once
 
-	known   knownObjects // the active manifests' objects, known to be in the store
-	indexes indexCache   // what the indexes read so far list (indexcache.go)
-	expiry  expiryWatch
-	gc      gcState
-	hooks   *hooks.Dispatcher // webhooks.go
-	diffs   pathDiffs
+	known    knownObjects     // the active manifests' objects, known to be in the store
+	indexes  indexCache       // what the indexes read so far list (indexcache.go)
+	verified verifiedReleases // what the releases verified last showed (verified.go)
+	expiry   expiryWatch
+	gc       gcState
+	hooks    *hooks.Dispatcher // webhooks.go
+	diffs    pathDiffs
 }
 
 // NewServer returns a server; it does not own store or st and never closes them.
