@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,8 +40,11 @@ func BenchmarkColdRunner100k(b *testing.B) { benchColdRunner(b, "local", 100_000
 
 // BenchmarkColdRunner100kProcesses is BenchmarkColdRunner100k with armor build and
 // armor push run as a CI job runs them: two processes of the armor binary ($ARMOR_BIN,
-// or one built for the benchmark), each with its own peak resident memory, without the
-// benchmark's own heap and controld's beside them.
+// or one built for the benchmark), each with its own peak resident memory and CPU time,
+// without the benchmark's own heap and controld's beside them. With $ARMOR_BIN_BASE (an
+// armor built at the commit to compare with), the runs alternate the two binaries on
+// one set-up, and each metric comes in both, the base's named base-…: a pair measured
+// under the same load.
 func BenchmarkColdRunner100kProcesses(b *testing.B) { benchColdRunner(b, "local", 100_000, true) }
 
 func benchColdRunner(b *testing.B, kind string, n int, processes bool) {
@@ -105,6 +107,8 @@ func benchColdRunner(b *testing.B, kind string, n int, processes bool) {
 	var wall time.Duration
 	var requests int64
 	var peak, buildPeak, base float64 // base: what the process holds before a run (controld in process, the setup's heap)
+	var pair pairedRuns
+	baseBin := os.Getenv("ARMOR_BIN_BASE")
 	b.ResetTimer()
 	b.StopTimer()
 	for i := range b.N {
@@ -139,13 +143,22 @@ func benchColdRunner(b *testing.B, kind string, n int, processes bool) {
 			b.Fatal(err)
 		}
 		if processes {
+			runBin, side := bin, &pair.head
+			if baseBin != "" && i%2 == 0 {
+				runBin, side = baseBin, &pair.base
+			}
 			b.StartTimer()
 			t0 := time.Now()
 			var res struct{ Stats struct{ Packages int } }
-			buildRSS := runBench(b, bin, &res, "--json", "-c", rcfg, "build")
-			pushRSS := runBench(b, bin, nil, "-c", rcfg, "push")
-			wall += time.Since(t0)
+			build := runBench(b, runBin, &res, "--json", "-c", rcfg, "build")
+			push := runBench(b, runBin, nil, "-c", rcfg, "push")
+			took := time.Since(t0)
+			wall += took
 			b.StopTimer()
+			side.add(took, build, push)
+			b.Logf("run %d (%s): build %s wall, %s CPU, %.0f MiB; push %s wall in all, %s CPU", i, runBin,
+				build.wall.Round(time.Millisecond), build.cpu.Round(time.Millisecond), build.rss, (took - build.wall).Round(time.Millisecond), push.cpu.Round(time.Millisecond))
+			buildRSS, pushRSS := build.rss, push.rss
 			buildPeak, peak = max(buildPeak, buildRSS), max(peak, buildRSS, pushRSS)
 			if res.Stats.Packages != n+1+i {
 				b.Fatalf("run %d: %d packages, want %d", i, res.Stats.Packages, n+1+i)
@@ -166,9 +179,8 @@ func benchColdRunner(b *testing.B, kind string, n int, processes bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if policy != "" {
-			b.Logf("run %d, check = %q: build %s wall, %s CPU", i, policy, time.Since(t0).Round(time.Millisecond), (processCPU(b) - cpu0).Round(time.Millisecond))
-		}
+		built := time.Since(t0)
+		b.Logf("run %d, check = %q: build %s wall, %s CPU", i, policy, built.Round(time.Millisecond), (processCPU(b) - cpu0).Round(time.Millisecond))
 		// In a pipeline build and push are two processes: the build's own peak too.
 		buildPeak = max(buildPeak, benchkit.MiB(b, "VmHWM"))
 		if os.Getenv("ARMOR_BENCH_PROFILE") != "" {
@@ -179,6 +191,7 @@ func benchColdRunner(b *testing.B, kind string, n int, processes bool) {
 		}
 		wall += time.Since(t0)
 		b.StopTimer()
+		b.Logf("run %d: push %s wall", i, (time.Since(t0) - built).Round(time.Millisecond))
 		stopProfile()
 		requests += counted.Counts().Requests()
 		peak = max(peak, benchkit.MiB(b, "VmHWM"))
@@ -189,31 +202,77 @@ func benchColdRunner(b *testing.B, kind string, n int, processes bool) {
 			b.Fatal(err)
 		}
 	}
+	if baseBin != "" && processes {
+		pair.report(b)
+		return
+	}
 	b.ReportMetric(float64(wall.Milliseconds())/float64(b.N), "build+push-ms")
 	b.ReportMetric(peak, "peak-MiB")
 	b.ReportMetric(buildPeak, "build-peak-MiB")
+	if processes {
+		b.ReportMetric(float64(pair.head.cpu.Milliseconds())/float64(pair.head.n), "build+push-cpu-ms")
+	}
 	if !processes {
 		b.ReportMetric(base, "base-MiB")
 		b.ReportMetric(float64(requests)/float64(b.N), "store-requests")
 	}
 }
 
+// pairedRuns sums the runs of the binary measured (head) and of $ARMOR_BIN_BASE.
+type pairedRuns struct{ head, base runSums }
+
+type runSums struct {
+	n         int
+	wall, cpu time.Duration // build and push
+	buildPeak float64       // MiB
+}
+
+func (r *runSums) add(wall time.Duration, build, push procRun) {
+	r.n++
+	r.wall += wall
+	r.cpu += build.cpu + push.cpu
+	r.buildPeak = max(r.buildPeak, build.rss)
+}
+
+func (p *pairedRuns) report(b *testing.B) {
+	for _, side := range []struct {
+		prefix string
+		r      *runSums
+	}{{"", &p.head}, {"base-", &p.base}} {
+		if side.r.n == 0 {
+			continue
+		}
+		b.ReportMetric(float64(side.r.wall.Milliseconds())/float64(side.r.n), side.prefix+"build+push-ms")
+		b.ReportMetric(float64(side.r.cpu.Milliseconds())/float64(side.r.n), side.prefix+"build+push-cpu-ms")
+		b.ReportMetric(side.r.buildPeak, side.prefix+"build-peak-MiB")
+	}
+}
+
+// procRun is what GNU time reports of one process.
+type procRun struct {
+	wall, cpu time.Duration // cpu: user and system
+	rss       float64       // peak resident memory, MiB
+}
+
 // runBench runs the armor binary with args, decodes its standard output into out unless
-// out is nil, and returns the peak resident memory of the process in MiB, as GNU time
-// reports it. The process's own rusage would not do: a child that Go starts (clone with
+// out is nil, and returns the process's peak resident memory and CPU time, as GNU time
+// reports them. The process's own rusage would not do: a child that Go starts (clone with
 // CLONE_VM, then exec) is charged the peak of the benchmark's whole address space at the
 // exec; time's child is forked from time, whose address space is small.
-func runBench(b *testing.B, bin string, out any, args ...string) float64 {
+func runBench(b *testing.B, bin string, out any, args ...string) procRun {
 	b.Helper()
 	const gnuTime = "/usr/bin/time"
 	if _, err := os.Stat(gnuTime); err != nil {
 		b.Fatalf("%s is needed to measure the peak memory of armor's processes: apt-get install time", gnuTime)
 	}
 	report := filepath.Join(b.TempDir(), "time")
-	cmd := exec.Command(gnuTime, append([]string{"-f", "%M", "-o", report, bin}, args...)...)
+	cmd := exec.Command(gnuTime, append([]string{"-f", "%M %U %S", "-o", report, bin}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	if err != nil {
 		b.Fatalf("armor %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	if out != nil {
@@ -225,11 +284,11 @@ func runBench(b *testing.B, bin string, out any, args ...string) float64 {
 	if err != nil {
 		b.Fatal(err)
 	}
-	kb, err := strconv.ParseFloat(strings.TrimSpace(string(data)), 64)
-	if err != nil {
-		b.Fatalf("%s -f %%M wrote %q: %v", gnuTime, data, err)
+	var kb, user, sys float64
+	if _, err := fmt.Sscan(string(data), &kb, &user, &sys); err != nil {
+		b.Fatalf("%s -f '%%M %%U %%S' wrote %q: %v", gnuTime, data, err)
 	}
-	return kb / 1024
+	return procRun{wall: took, cpu: time.Duration((user + sys) * float64(time.Second)), rss: kb / 1024}
 }
 
 // benchProfile profiles one timed run when $ARMOR_BENCH_PROFILE names a file prefix:
