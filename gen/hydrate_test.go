@@ -28,14 +28,7 @@ func TestHydrateHandsOverPlain(t *testing.T) {
 
 func testHydrateHandsOverPlain(t *testing.T, legacy bool) {
 	const rel = "dists/s/main/binary-amd64/Packages"
-	var stanzas [][]byte
-	for i := range 300 {
-		stanzas = append(stanzas, fmt.Appendf(nil, "Package: p%03d\nVersion: 1\nFilename: pool/p%03d.deb\nSHA256: %064d\n", i, i, i))
-	}
-	f, err := index.Build(stanzas, nil, rel)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stanzas, f := testIndex(t, rel, 300)
 	objects := map[string][]byte{}
 	prev := &manifest.Manifest{ID: "parent"}
 	sums := map[string]release.Digests{}
@@ -119,14 +112,7 @@ func testHydrateHandsOverPlain(t *testing.T, legacy bool) {
 // copied between indexes (stanzaElsewhere, during the writing) shares them instead.
 func TestCheckAndWriterShareIndex(t *testing.T) {
 	const rel = "dists/s/main/binary-amd64/Packages"
-	var stanzas [][]byte
-	for i := range 50 {
-		stanzas = append(stanzas, fmt.Appendf(nil, "Package: p%03d\nVersion: 1\nFilename: pool/p%03d.deb\nSHA256: %064d\n", i, i, i))
-	}
-	f, err := index.Build(stanzas, nil, rel)
-	if err != nil {
-		t.Fatal(err)
-	}
+	stanzas, f := testIndex(t, rel, 50)
 	for _, copied := range []bool{false, true} {
 		t.Run(fmt.Sprintf("copied=%v", copied), func(t *testing.T) {
 			var made madeIndexes
@@ -150,4 +136,19 @@ func TestCheckAndWriterShareIndex(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testIndex builds the index at rel of n stanzas p000, p001…, each naming its pool file
+// and a SHA256 of its number.
+func testIndex(t *testing.T, rel string, n int) ([][]byte, *index.Files) {
+	t.Helper()
+	var stanzas [][]byte
+	for i := range n {
+		stanzas = append(stanzas, fmt.Appendf(nil, "Package: p%03d\nVersion: 1\nFilename: pool/p%03d.deb\nSHA256: %064d\n", i, i, i))
+	}
+	f, err := index.Build(stanzas, nil, rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stanzas, f
 }
