@@ -79,6 +79,7 @@ type buildOptions struct {
 	AllowRemovals bool
 	FromActive    bool               // the parent is controld's active release
 	Parent        *manifest.Manifest // the parent, when the caller has it (a rebase)
+	Rebase        bool               // the change is applied again on a newer parent (push --rebase)
 	Controld      ControldFlags      // over armor.toml's [controld] url
 	// Store, when set, replaces the store named in armor.toml (tests count requests).
 	Store store.Store
@@ -186,6 +187,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	if opts.Date, opts.DateSource, err = buildDateFrom(o.Now, cfg.Date); err != nil {
 		return nil, err
 	}
+	opts.Rebase = o.Rebase
 	opts.Verify, opts.Resign, opts.Progress = o.Verify, o.Resign, o.Progress
 	opts.Add, opts.Remove, opts.Copy, opts.AllowRemovals = o.Add, o.Remove, o.Copy, o.AllowRemovals
 	opts.Reference, opts.Phase = o.Reference, o.Phase

@@ -7,12 +7,14 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/armor-apt/armor/gen"
 	"github.com/armor-apt/armor/internal/lineage"
+	"github.com/armor-apt/armor/manifest"
 )
 
 // TestBuildDateAtOneEpoch: a pipeline that keeps SOURCE_DATE_EPOCH at its commit's time
@@ -119,4 +121,58 @@ func projectFiles(t *testing.T, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestRebaseAtOlderEpoch: two pipelines build on one release, each dated by its commit's
+// SOURCE_DATE_EPOCH, and the newer commit's publishes first. The older one's push exits
+// 3; its push --rebase applies its change on the newer release, dated a second after it
+// with the date it asked for recorded (a lost race, not an older checkout), and armor
+// rebuild reproduces that release from its parent.
+func TestRebaseAtOlderEpoch(t *testing.T) {
+	isolate(t)
+	bin := armorBinary(t)
+	site := newControldSite(t)
+	t.Setenv("SOURCE_DATE_EPOCH", testDate) // 2026-01-01T00:00:00Z
+	p := site.project(t)
+	armorOK(t, "-c", p.cfg, "repos", "create")
+	if r := pushBinary(t, bin, p); r.code != 0 {
+		t.Fatalf("push of the first release: %s", r)
+	}
+	older := p.clone(t)
+	t.Setenv("SOURCE_DATE_EPOCH", "1767229200") // 01:00:00, the newer commit
+	newer := p.add(t, "newer").Release
+	if r := pushBinary(t, bin, p); r.code != 0 || site.active(t) != newer {
+		t.Fatalf("push of the newer commit's release: %s", r)
+	}
+	parentFile := filepath.Join(t.TempDir(), "parent.toml")
+	if err := os.WriteFile(parentFile, site.activeManifest(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Setenv("SOURCE_DATE_EPOCH", "1767225660") // 00:01:00, the older commit
+	older.add(t, "older")
+	if r := pushBinary(t, bin, older); r.code != exitStaleParent {
+		t.Fatalf("push of the older commit's release on a stale parent: %s", r)
+	}
+	if r := pushBinary(t, bin, older, "--rebase"); r.code != 0 {
+		t.Fatalf("push --rebase of the older commit's release: %s", r)
+	}
+	m, err := manifest.Parse(site.activeManifest(t), "active")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Parent != newer || m.Date != "2026-01-01T01:00:01Z" || m.RequestedDate != "2026-01-01T00:01:00Z" {
+		t.Fatalf("the rebased release: parent %.12s, date %s, requested_date %q; want parent %.12s, date 2026-01-01T01:00:01Z, requested_date 2026-01-01T00:01:00Z",
+			m.Parent, m.Date, m.RequestedDate, newer)
+	}
+	var names []string
+	for _, pkg := range m.Packages {
+		names = append(names, pkg.Name)
+	}
+	if !slices.Contains(names, "older") || !slices.Contains(names, "newer") {
+		t.Fatalf("the rebased release lists %v, want both changes", names)
+	}
+	if out := armorOK(t, "-c", older.cfg, "rebuild", "--parent", parentFile); !strings.Contains(out, "rebuilt byte for byte") {
+		t.Fatalf("armor rebuild of the rebased release:\n%s", out)
+	}
 }

@@ -52,7 +52,7 @@ func rebase(ctx context.Context, cfgPath string, o pushOptions) (*buildResult, e
 		return nil, fmt.Errorf("rebase: %w", err)
 	}
 	added, removed := gen.Replay(parent, built)
-	b := buildOptions{Parent: active, Store: s, Controld: o.Controld}
+	b := buildOptions{Parent: active, Store: s, Controld: o.Controld, Rebase: true}
 	tree := cfg.Resolve(cfg.Output.Tree)
 	// The active release's packages by identity: the change is applied against them.
 	onActive := map[manifest.Key]string{} // → digest

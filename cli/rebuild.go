@@ -147,7 +147,9 @@ func rebuild(ctx context.Context, cfg *config.File, st *lazyStore, target *manif
 	// The build is asked for the date the release's build was asked for, which it records
 	// when it dated the release later (a second after its parent): asked for the release's
 	// own date, the build would date it the same but record no requested_date.
-	opts.Date, opts.DateSource = date, gen.DateFromRelease
+	// A release that push --rebase made asked for a date older than its parent's, and was
+	// dated after the parent all the same: dated as a rebase, any release is dated as it was.
+	opts.Date, opts.DateSource, opts.Rebase = date, gen.DateFromRelease, true
 	if target.RequestedDate != "" {
 		if opts.Date, err = time.Parse(time.RFC3339, target.RequestedDate); err != nil {
 			return nil, fmt.Errorf("rebuild: release %s has requested_date %q: %w", short(target.ID), target.RequestedDate, err)

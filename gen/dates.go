@@ -22,7 +22,8 @@ import (
 // and the next build may ask for that date again, or a later one; a build asked for a
 // date older than that fails: a runner whose clock is behind, or a SOURCE_DATE_EPOCH
 // from an older checkout, would otherwise publish as new what is older than the release
-// it replaces, silently.
+// it replaces, silently. A rebase is dated after its new parent whatever it asked for:
+// its change is as new as the pipeline that lost the race to publish it.
 
 // ErrDate is wrapped by the errors of settleDates.
 var ErrDate = errors.New("build date")
@@ -45,7 +46,7 @@ const (
 // build whose Valid-Until (the date plus a suite's ValidFor) has passed by o.Now.
 func settleDates(o *Options, parent *manifest.Manifest) (requested string, err error) {
 	asked := o.Date.UTC().Truncate(time.Second)
-	date, err := dateAfter(asked, o.DateSource, parent)
+	date, err := dateAfter(asked, o.DateSource, o.Rebase, parent)
 	if err != nil {
 		return "", err
 	}
@@ -68,8 +69,9 @@ func settleDates(o *Options, parent *manifest.Manifest) (requested string, err e
 
 // dateAfter returns the date of a build asked for date asked (from src) on parent: asked
 // when it is after the parent's date, else a second after the parent's date, unless
-// asked is older than the date the parent's build asked for, which is an error.
-func dateAfter(asked time.Time, src DateSource, parent *manifest.Manifest) (time.Time, error) {
+// asked is older than the date the parent's build asked for, which is an error but for a
+// rebase.
+func dateAfter(asked time.Time, src DateSource, rebase bool, parent *manifest.Manifest) (time.Time, error) {
 	if parent == nil {
 		return asked, nil
 	}
@@ -82,7 +84,7 @@ func dateAfter(asked time.Time, src DateSource, parent *manifest.Manifest) (time
 		pr = t
 	}
 	switch {
-	case asked.Before(pr):
+	case asked.Before(pr) && !rebase:
 		return time.Time{}, olderThanParent(asked, src, parent, pd, pr)
 	case asked.After(pd):
 		return asked, nil

@@ -95,8 +95,13 @@ type Options struct {
 	// DateSource says where Date came from, for the error that refuses a Date older
 	// than the parent's (dates.go).
 	DateSource DateSource
-	Verify     bool // rehash every input instead of trusting size and mtime
-	Resign     bool // re-sign every Release even when nothing changed (refreshes Date and Valid-Until)
+	// Rebase says the build applies a change again on a newer parent than the one it was
+	// built on (armor push --rebase): a Date older than that parent's is then moved a
+	// second after it, as an equal one is, instead of refused. The change lost a race to
+	// another pipeline; it is not an older checkout.
+	Rebase bool
+	Verify bool // rehash every input instead of trusting size and mtime
+	Resign bool // re-sign every Release even when nothing changed (refreshes Date and Valid-Until)
 	// LinkPool stages a pool file as a hard link to its input where the file system
 	// allows (tree.Writer.LinkFile), as aptly links its pool, instead of a copy: a first
 	// build of many packages then writes no package again. The tree's file then is the
