@@ -68,25 +68,20 @@ func BenchmarkCheckHookAddOne100k(b *testing.B) {
 	dir := b.TempDir()
 	cfg := &config.File{Path: filepath.Join(dir, "armor.toml"), Output: config.Output{Cache: "cache"},
 		Suites: []config.Suite{{Codename: "stable", Components: []string{"main"}, Architectures: []string{"amd64"}, Check: "refuse"}}}
-	parentPkgs, stanzas := benchRelease(100_000)
-	parent := &manifest.Manifest{ID: "parent", Packages: parentPkgs}
-	sum := fmt.Sprintf("%064x", 1<<40)
-	stanzas[sum] = []byte("Package: new\nVersion: 1\nArchitecture: amd64\nDepends: p099999, p050000 | p000001, virt40\n")
-	release := append(parentPkgs[:len(parentPkgs):len(parentPkgs)], manifest.Package{Suite: "stable", Component: "main", Name: "new", Version: "1", Architecture: "amd64", Path: "pool/main/n/new.deb", SHA256: sum})
-	in := &gen.GateInput{Parent: parent, Packages: release, Stanza: func(p *manifest.Package) ([]byte, error) { return stanzas[p.SHA256], nil }}
+	parentPkgs, in := benchAddOne()
 	// The build before kept its packages.
 	warm := newGateRun(cfg)
 	if err := warm.hook(context.Background(), &gen.GateInput{Packages: parentPkgs, Stanza: in.Stanza}); err != nil {
 		b.Fatal(err)
 	}
-	warm.seal(parent.ID)
+	warm.seal(in.Parent.ID)
 	warm.wait()
 	// The second build with this cache keeps a snapshot (the first only notes it).
 	warm = newGateRun(cfg)
 	if err := warm.hook(context.Background(), &gen.GateInput{Packages: parentPkgs, Stanza: in.Stanza}); err != nil {
 		b.Fatal(err)
 	}
-	warm.seal(parent.ID)
+	warm.seal(in.Parent.ID)
 	warm.wait()
 	// Each run starts from what the build before kept, as a pipeline's next build would.
 	_, changePath := warm.keptPaths("stable")
@@ -143,12 +138,7 @@ func depTarget(r *rand.Rand, i int) int {
 // cache, only the parent's manifest, every stanza read (as the build hands them over),
 // and what the next build would start from written, as a sealed build writes it.
 func BenchmarkCheckHookAddOne100kCold(b *testing.B) {
-	parentPkgs, stanzas := benchRelease(100_000)
-	parent := &manifest.Manifest{ID: "parent", Packages: parentPkgs}
-	sum := fmt.Sprintf("%064x", 1<<40)
-	stanzas[sum] = []byte("Package: new\nVersion: 1\nArchitecture: amd64\nDepends: p099999, p050000 | p000001, virt40\n")
-	release := append(parentPkgs[:len(parentPkgs):len(parentPkgs)], manifest.Package{Suite: "stable", Component: "main", Name: "new", Version: "1", Architecture: "amd64", Path: "pool/main/n/new.deb", SHA256: sum})
-	in := &gen.GateInput{Parent: parent, Packages: release, Stanza: func(p *manifest.Package) ([]byte, error) { return stanzas[p.SHA256], nil }}
+	_, in := benchAddOne()
 	b.ResetTimer()
 	var cpu time.Duration
 	for range b.N {
@@ -175,4 +165,15 @@ func BenchmarkCheckHookAddOne100kCold(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(cpu)/float64(b.N)/1e6, "cpu-ms/op")
+}
+
+// benchAddOne returns the packages of a release of 100,000 (benchRelease) and the check's
+// input for adding one package to it that depends on three of them.
+func benchAddOne() ([]manifest.Package, *gen.GateInput) {
+	parentPkgs, stanzas := benchRelease(100_000)
+	parent := &manifest.Manifest{ID: "parent", Packages: parentPkgs}
+	sum := fmt.Sprintf("%064x", 1<<40)
+	stanzas[sum] = []byte("Package: new\nVersion: 1\nArchitecture: amd64\nDepends: p099999, p050000 | p000001, virt40\n")
+	release := append(parentPkgs[:len(parentPkgs):len(parentPkgs)], manifest.Package{Suite: "stable", Component: "main", Name: "new", Version: "1", Architecture: "amd64", Path: "pool/main/n/new.deb", SHA256: sum})
+	return parentPkgs, &gen.GateInput{Parent: parent, Packages: release, Stanza: func(p *manifest.Package) ([]byte, error) { return stanzas[p.SHA256], nil }}
 }

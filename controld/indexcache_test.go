@@ -26,20 +26,9 @@ func stanzas(n int, tag string) [][]byte {
 // profileWhole reads a .gz form whole, as readForm does.
 func profileWhole(t *testing.T, gz []byte) *profile {
 	t.Helper()
-	p := &profile{}
-	var buf []byte
-	r := deb.NewIndexReader(deb.PackagesIndex, func(e *deb.IndexEntry) error {
-		var d entryDigest
-		d, buf = digestOfEntry(buf, e)
-		p.digests = append(p.digests, d)
-		return nil
-	})
-	ms, aligned, err := decodeGzip(gz, &plainSink{r: r, limit: maxIndexPlain})
-	if err != nil || r.Close() != nil {
-		t.Fatalf("read whole: %v", err)
-	}
-	if aligned {
-		p.members = ms
+	p := readWhole(gz, maxIndexPlain)
+	if p == nil {
+		t.Fatal("the form does not read whole")
 	}
 	return p
 }
@@ -154,8 +143,9 @@ func TestDecodeGzipMemberBounds(t *testing.T) {
 	}
 }
 
-// readWhole profiles a .gz form whole, as readForm does, or returns nil when that fails.
-func readWhole(gz []byte) *profile {
+// readWhole profiles a .gz form whole, as readForm does, of at most limit bytes
+// uncompressed, or returns nil when that fails.
+func readWhole(gz []byte, limit int64) *profile {
 	p := &profile{}
 	var buf []byte
 	r := deb.NewIndexReader(deb.PackagesIndex, func(e *deb.IndexEntry) error {
@@ -164,7 +154,7 @@ func readWhole(gz []byte) *profile {
 		p.digests = append(p.digests, d)
 		return nil
 	})
-	ms, aligned, err := decodeGzip(gz, &plainSink{r: r, limit: 1 << 24})
+	ms, aligned, err := decodeGzip(gz, &plainSink{r: r, limit: limit})
 	if err != nil || r.Close() != nil {
 		return nil
 	}
@@ -183,7 +173,7 @@ func FuzzIncremental(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	old := readWhole(built.Gzip)
+	old := readWhole(built.Gzip, 1<<24)
 	if old == nil || len(old.members) < 3 {
 		f.Fatalf("base index: %d members; the fuzz test needs several", len(old.members))
 	}
@@ -206,7 +196,7 @@ func FuzzIncremental(f *testing.F) {
 		if got == nil {
 			return
 		}
-		want := readWhole(data)
+		want := readWhole(data, 1<<24)
 		if want == nil || (want.members == nil && len(data) > 0) {
 			t.Fatalf("read against the old profile, although reading it whole fails or is not aligned")
 		}
