@@ -17,6 +17,7 @@ import (
 	"encoding/binary"
 	"math/bits"
 	"slices"
+	"sync"
 )
 
 // The LZMA properties: 4 literal context bits, no literal or match position bits. Without
@@ -62,6 +63,7 @@ type lzEncoder struct {
 
 	matches []lzMatch
 	opt     []lzNode
+	ops     []lzOp // the ops of the window parse returned last
 }
 
 type lzMatch struct {
@@ -77,20 +79,43 @@ type lzNode struct {
 	reps  [4]uint32
 }
 
+// encoders keeps lzEncoders between calls of EncodeLZMA2: a first build compresses an
+// index chunk by chunk, each call with about 1.5 MiB of tables, and memory the process
+// touches anew costs a page fault a page.
+var encoders = sync.Pool{New: func() any { return &lzEncoder{} }}
+
+// newLZEncoder returns an encoder for data, as fresh as a new one: every table it reads
+// before writing is set again here. The hash chain is not: insertTo writes each position's
+// link before find can reach it.
 func newLZEncoder(data []byte, depth, nice int) *lzEncoder {
-	e := &lzEncoder{data: data, depth: depth, nice: nice}
-	e.head = make([]int32, 1<<lzHashBits)
-	e.head3 = make([]int32, 1<<12)
+	e := encoders.Get().(*lzEncoder)
+	*e = lzEncoder{
+		data: data, depth: depth, nice: nice,
+		head: e.head, head3: e.head3, chain: e.chain, m: lzModel{lit: e.m.lit},
+		rc: lzRangeEnc{out: e.rc.out[:0]}, matches: e.matches[:0], opt: e.opt, ops: e.ops[:0],
+	}
+	if e.head == nil {
+		e.head, e.head3 = make([]int32, 1<<lzHashBits), make([]int32, 1<<12)
+		e.opt = make([]lzNode, 4096+lzMaxLen+1)
+	}
 	for i := range e.head {
 		e.head[i] = -1
 	}
 	for i := range e.head3 {
 		e.head3[i] = -1
 	}
-	e.chain = make([]int32, len(data))
+	if cap(e.chain) < len(data) {
+		e.chain = make([]int32, len(data))
+	}
+	e.chain = e.chain[:len(data)]
 	e.m.init()
-	e.opt = make([]lzNode, 4096+lzMaxLen+1)
 	return e
+}
+
+// release returns e to encoders, without its data.
+func (e *lzEncoder) release() {
+	e.data = nil
+	encoders.Put(e)
 }
 
 func lzHash4(b []byte) uint32 {
@@ -339,7 +364,8 @@ func (e *lzEncoder) parse(pos int) []lzOp {
 			break
 		}
 	}
-	return backtrack(opt, stop)
+	e.ops = backtrack(e.ops[:0], opt, stop)
+	return e.ops
 }
 
 // follow sets the coder's state and repeated distances at n, reached from p by n.o.
@@ -362,9 +388,8 @@ func (n *lzNode) follow(p *lzNode) {
 	}
 }
 
-// backtrack returns the ops of the cheapest path to opt[stop], first to last.
-func backtrack(opt []lzNode, stop int) []lzOp {
-	var ops []lzOp
+// backtrack appends to ops the ops of the cheapest path to opt[stop], first to last.
+func backtrack(ops []lzOp, opt []lzNode, stop int) []lzOp {
 	for j := stop; j > 0; j = int(opt[j].prev) {
 		ops = append(ops, opt[j].o)
 	}
@@ -472,6 +497,7 @@ var DefaultEffort = Effort{Depth: 16, Nice: 32}
 // call's data continuing the one before. The output is a function of its arguments only.
 func EncodeLZMA2(data []byte, start int, eff Effort) []byte {
 	e := newLZEncoder(data, eff.Depth, eff.Nice)
+	defer e.release()
 	var out []byte
 	pos := start
 	first := true
