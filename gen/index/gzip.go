@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,15 +18,24 @@ import (
 // gzipLevel is the deflate level of every member; Debian's archive uses gzip -9 too.
 const gzipLevel = gzip.BestCompression
 
+// gzipWriters keeps gzip encoders between members: each holds about a megabyte of tables,
+// and a first build compresses an index member by member.
+var gzipWriters = sync.Pool{New: func() any {
+	w, err := gzip.NewWriterLevel(io.Discard, gzipLevel)
+	if err != nil {
+		panic(err) // gzipLevel is a valid level
+	}
+	return w
+}}
+
 // compressGzipMember compresses plain into one complete gzip member with a deterministic
 // header: no name, no comment, mtime 0, OS "Unix" (as gzip -n writes it).
 func compressGzipMember(plain []byte) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.Grow(len(plain)/4 + 64)
-	w, err := gzip.NewWriterLevel(&buf, gzipLevel)
-	if err != nil {
-		return nil, fmt.Errorf("start gzip encoder: %w", err)
-	}
+	w := gzipWriters.Get().(*gzip.Writer)
+	defer gzipWriters.Put(w)
+	w.Reset(&buf) // the header too
 	w.ModTime = time.Unix(0, 0)
 	w.OS = 3
 	if _, err := w.Write(plain); err != nil {
