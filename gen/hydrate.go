@@ -374,6 +374,13 @@ func readTreeMarker(cacheDir string) string {
 	return strings.TrimSpace(string(data))
 }
 
+// hasTreeMarker reports whether the cache has a tree marker: whether a build or hydrate
+// ever wrote the tree with this cache.
+func hasTreeMarker(cacheDir string) bool {
+	_, err := os.Stat(filepath.Join(cacheDir, treeMarker))
+	return err == nil
+}
+
 // writeTreeMarker records the release the tree holds. Losing it costs the next build a
 // check of the tree's dists/ files against their digests.
 func writeTreeMarker(cacheDir, id string) {

@@ -24,8 +24,11 @@ type loader struct {
 	fetchErr  error // why the parent's files could not be fetched into the tree
 	old       *prefetch
 	made      madeIndexes // the plain indexes hydrate made
-	plains    map[string]release.Digests
-	dirs      dirs
+	// fresh is true when the cache held no tree marker before hydrate: nothing was built
+	// or fetched with this cache before (see parent.fresh).
+	fresh  bool
+	plains map[string]release.Digests
+	dirs   dirs
 }
 
 // parentSource is where a build's parent release comes from.
@@ -80,6 +83,7 @@ func (l *loader) loadPrevious(ctx context.Context, src parentSource, suites []Su
 	// fetched, the inputs may still hold every package the build needs (a runner with
 	// every .deb but without the store); the build says why when they do not.
 	aliases := aliasDirs(suites)
+	l.fresh = !hasTreeMarker(l.dirs.cache)
 	l.fetchErr = hydrate(ctx, l.dirs, src.fetch, aliases, prev, &l.made)
 	l.prev = prev
 	l.plains = plainIndexes(l.dirs.tree, aliases, prev)
@@ -95,7 +99,7 @@ func (l *loader) parent() (*parent, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
-	p := &parent{m: l.prev, files: map[string]manifest.File{}, old: l.old, made: &l.made, plains: l.plains, fetchErr: l.fetchErr, dirs: l.dirs}
+	p := &parent{m: l.prev, files: map[string]manifest.File{}, old: l.old, made: &l.made, plains: l.plains, fetchErr: l.fetchErr, dirs: l.dirs, fresh: l.fresh && l.prev != nil}
 	if p.m != nil {
 		for _, f := range p.m.Files {
 			p.files[f.Path] = f

@@ -32,6 +32,9 @@ type parent struct {
 	bases map[string]index.Base // the indexes new ones were spliced from, by path
 	// fetchErr says why the tree lacks m's files: they could not be fetched.
 	fetchErr error
+	// fresh is true when the build has a parent but its cache held nothing built or
+	// fetched here before: a fresh CI runner, most likely, whose cache goes with it.
+	fresh bool
 }
 
 // noteBase records that the new index at indexPath was spliced in place from the

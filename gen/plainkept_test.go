@@ -187,3 +187,51 @@ func TestWarmBuildsOfALargeIndexEqualFull(t *testing.T) {
 	assertSameRelease(t, mFull, inc.Last)
 	assertSameTree(t, mFull, full.Opts.TreeDir, inc.Opts.TreeDir, publicKeyring(t, full.Opts.Key))
 }
+
+// TestFreshRunnerKeepsNoPlain: a fresh runner, whose tree came from the store, keeps no
+// uncompressed index in its cache (the cache goes with the runner). If the cache stays,
+// the next build takes the parent's stanzas from the tree's .gz, makes the release the
+// machine that built the parent makes, and keeps the copies it writes from then on.
+func TestFreshRunnerKeepsNoPlain(t *testing.T) {
+	r := newRepo(t, repoConfig{Real: true, Synth: 6})
+	parent := r.mustBuild().Manifest
+	if len(keptPlains(t, r)) == 0 {
+		t.Fatal("the first build on the machine that built the parent keeps no uncompressed index")
+	}
+	st := storeOf(t, r.Opts.TreeDir, parent)
+
+	f := freshRunner(t, r)
+	f.Last = parent
+	f.Opts.Fetch = st.fetch
+	newDeb := writeOne(t, f.in("new"), "newpkg", "1.0", "amd64", "")
+	f.mustBuild()
+	if got := keptPlains(t, f); len(got) != 0 {
+		t.Errorf("the fresh runner's cache keeps %d uncompressed indexes, want none", len(got))
+	}
+	copyFile(t, newDeb, r.in("newpkg_1.0_amd64.deb"))
+	r.mustBuild()
+
+	// The runner kept its cache: its next build is as the parent's machine's.
+	other := writeOne(t, f.in("other"), "otherpkg", "2.0", "amd64", "")
+	got := f.mustBuild()
+	if got.Stats.Read != 1 {
+		t.Errorf("the runner's second build read %d inputs, want the new one only", got.Stats.Read)
+	}
+	copyFile(t, other, r.in("otherpkg_2.0_amd64.deb"))
+	assertSameRelease(t, got.Manifest, r.mustBuild().Manifest)
+	// It keeps those it wrote (the others' are made from the tree's .gz when next needed),
+	// each one the parent's machine keeps.
+	kept := map[string]bool{}
+	for _, k := range keptPlains(t, r) {
+		kept[filepath.Base(k)] = true
+	}
+	got2 := keptPlains(t, f)
+	if len(got2) == 0 {
+		t.Error("the runner's second build keeps no uncompressed index")
+	}
+	for _, k := range got2 {
+		if !kept[filepath.Base(k)] {
+			t.Errorf("the runner keeps %s, which the parent's machine does not", filepath.Base(k))
+		}
+	}
+}
