@@ -161,9 +161,9 @@ func keptPlain(cacheDir string, d release.Digests) ([]byte, bool) {
 // that published them left there: they no longer match their Release.
 //
 // A fresh runner (par.fresh) keeps none: its cache is most likely thrown away with it,
-// and the copies are the largest files it would write (80 MB at 100,000 packages, 7% of
-// its build and push, paired). A runner that keeps its cache decompresses the tree's .gz
-// once in its second build, as the first did, and keeps the copies from then on.
+// and the copies are the largest files it would write (80 MB at 100,000 packages;
+// docs/benchmarks.md has what that cost). A runner that keeps its cache decompresses the
+// tree's .gz once in its second build, as the first did, and keeps the copies from then on.
 func keepPlains(d dirs, suites []Suite, par *parent, plains []plainIndex, idx []suiteIndexes) {
 	if par.fresh {
 		plains = nil
