@@ -35,8 +35,8 @@ func Build(ctx context.Context, o Options) (_ *Result, err error) {
 	if err := s.done("collect inputs", err); err != nil {
 		return nil, err
 	}
-	pl, par, err := planRelease(o.change(), groups, ins, ld)
-	if err := s.done("apply change", err); err != nil {
+	pl, par, err := planRelease(s, o.change(), groups, ins, ld)
+	if err != nil {
 		return nil, err
 	}
 	requested, err := settleDates(&o, par.m)

@@ -3,6 +3,7 @@ package gen
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/gen/inputs"
@@ -18,6 +19,7 @@ import (
 type loader struct {
 	statCache chan *inputs.StatCache // receives the stat cache, once
 	stop      chan struct{}          // closed by close: load nothing more
+	loaded    chan struct{}          // closed once prev (or err) is set, before hydrate
 	done      chan struct{}          // closed once prev, err and old are set
 	prev      *manifest.Manifest
 	err       error
@@ -26,9 +28,10 @@ type loader struct {
 	made      madeIndexes // the plain indexes hydrate made
 	// fresh is true when the cache held no tree marker before hydrate: nothing was built
 	// or fetched with this cache before (see parent.fresh).
-	fresh  bool
-	plains map[string]release.Digests
-	dirs   dirs
+	fresh      bool
+	plains     map[string]release.Digests
+	dirs       dirs
+	loadedOnce sync.Once
 }
 
 // parentSource is where a build's parent release comes from.
@@ -48,11 +51,13 @@ func startLoading(ctx context.Context, d dirs, src parentSource, suites []Suite,
 	l := &loader{
 		statCache: make(chan *inputs.StatCache, 1),
 		stop:      make(chan struct{}),
+		loaded:    make(chan struct{}),
 		done:      make(chan struct{}),
 		dirs:      d,
 	}
 	go func() {
 		defer close(l.done)
+		defer l.markLoaded()
 		c := inputs.LoadStatCache(statCachePath(d.cache))
 		// Without a cache every input is read again, and no stanza comes from the old
 		// indexes: nothing to read ahead.
@@ -79,20 +84,33 @@ func (l *loader) loadPrevious(ctx context.Context, src parentSource, suites []Su
 			return
 		}
 	}
+	// The change is planned from the manifest alone (planRelease) while its files are
+	// fetched and read.
+	l.prev = prev
+	l.markLoaded()
 	// The tree should hold the parent's indexes before they are read. If they cannot be
 	// fetched, the inputs may still hold every package the build needs (a runner with
 	// every .deb but without the store); the build says why when they do not.
 	aliases := aliasDirs(suites)
 	l.fresh = !hasTreeMarker(l.dirs.cache)
 	l.fetchErr = hydrate(ctx, l.dirs, src.fetch, aliases, prev, &l.made)
-	l.prev = prev
 	l.plains = plainIndexes(l.dirs.tree, aliases, prev)
 	if readAhead {
 		l.old = startPrefetch(l.dirs, suites, prev, l.plains, &l.made)
 	}
 }
 
-// parent waits for the previous manifest and returns the parent. Nothing may read
+// markLoaded says that prev or err is set: closes loaded, once.
+func (l *loader) markLoaded() { l.loadedOnce.Do(func() { close(l.loaded) }) }
+
+// manifest waits for the previous manifest alone, nil for a first build. Until parent
+// returns, it is shared with the loader, and neither changes it.
+func (l *loader) manifest() (*manifest.Manifest, error) {
+	<-l.loaded
+	return l.prev, l.err
+}
+
+// parent waits for the previous manifest and its files, and returns the parent. Nothing may read
 // Options.Previous instead: it is nil when LoadPrevious loads the manifest.
 func (l *loader) parent() (*parent, error) {
 	<-l.done

@@ -15,40 +15,51 @@ type plan struct {
 	stats Stats
 }
 
-// planRelease turns the inputs of groups into their packages, waits for the parent (ld),
-// applies the change ch to the parent's packages and compares the release with them. It
-// reads what it must (a .dsc the stat cache vouched for but the parent does not list) and
-// writes nothing.
-func planRelease(ch change, groups []inputGroup, ins *inputSet, ld *loader) (plan, *parent, error) {
+// planRelease turns the inputs of groups into their packages, waits for the parent's
+// manifest (ld), applies the change ch to the parent's packages and compares the release
+// with them, the parent's files still being fetched meanwhile; then (the stage "apply
+// change" done) it waits for the rest of the parent. It reads what it must (a .dsc the
+// stat cache vouched for but the parent does not list) and writes nothing.
+func planRelease(s *steps, ch change, groups []inputGroup, ins *inputSet, ld *loader) (plan, *parent, error) {
+	pl, err := applyToManifest(ch, groups, ins, ld)
+	if err := s.done("apply change", err); err != nil {
+		return plan{}, nil, err
+	}
+	par, err := ld.parent()
+	return pl, par, err
+}
+
+// applyToManifest is planRelease up to the parent's files.
+func applyToManifest(ch change, groups []inputGroup, ins *inputSet, ld *loader) (plan, error) {
 	// The inputs' packages, in canonical order, while the parent may still be loading; two
 	// files claiming one package or one pool path are refused.
 	inPkgs, err := resolvePackages(groups, ins)
 	if err != nil {
-		return plan{}, nil, err
+		return plan{}, err
 	}
-	par, err := ld.parent()
+	prev, err := ld.manifest()
 	if err != nil {
-		return plan{}, nil, err
+		return plan{}, err
 	}
-	if err := completeSources(&inPkgs, par.m, ins); err != nil {
-		return plan{}, nil, err
+	if err := completeSources(&inPkgs, prev, ins); err != nil {
+		return plan{}, err
 	}
-	if err := checkUnmatched(ch.base, groups, par.m == nil); err != nil {
-		return plan{}, nil, err
+	if err := checkUnmatched(ch.base, groups, prev == nil); err != nil {
+		return plan{}, err
 	}
-	pkgs, chg, err := applyChange(ch, par.m, inPkgs)
+	pkgs, chg, err := applyChange(ch, prev, inPkgs)
 	if err != nil {
-		return plan{}, nil, err
+		return plan{}, err
 	}
-	if err := checkRemovals(ch, par.m, pkgs.list); err != nil {
-		return plan{}, nil, err
+	if err := checkRemovals(ch, prev, pkgs.list); err != nil {
+		return plan{}, err
 	}
-	diff, err := diffParent(par.m, pkgs)
+	diff, err := diffParent(prev, pkgs)
 	if err != nil {
-		return plan{}, nil, err
+		return plan{}, err
 	}
 	stats := Stats{Inputs: len(ins.all), Read: ins.read, Added: diff.added, Removed: diff.removed, Copied: chg.copied, Pruned: chg.pruned}
-	return plan{pkgs, diff, stats}, par, nil
+	return plan{pkgs, diff, stats}, nil
 }
 
 // parentDiff is how a release's packages differ from its parent's.
