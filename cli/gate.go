@@ -7,9 +7,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/gate"
@@ -254,19 +256,43 @@ func (g *gateRun) check(ctx context.Context, s config.Suite, gs *gate.Suite) (ch
 
 // suitePackages reads the binary packages of a suite (not the installer's .udeb) from
 // their stanzas, or from parsed (by digest), which keeps what it reads. It returns,
-// beside them, the index in pkgs of each.
+// beside them, the index in pkgs of each. The stanzas are parsed on every core: on a
+// fresh runner, whose cache kept no snapshot, that is every package of the release.
 func suitePackages(pkgs []manifest.Package, suite string, stanza func(*manifest.Package) ([]byte, error), parsed map[string]*gate.Package) ([]gate.Package, []int, error) {
-	out := make([]gate.Package, 0, len(pkgs))
-	idx := make([]int, 0, len(pkgs))
+	var idx []int
 	for i := range pkgs {
-		gp, ok, err := gatePackage(&pkgs[i], suite, stanza, parsed)
-		if err != nil {
-			return nil, nil, err
-		}
-		if ok {
-			out = append(out, gp)
+		if suiteBinary(&pkgs[i], suite) {
 			idx = append(idx, i)
 		}
+	}
+	out := make([]gate.Package, len(idx))
+	var todo []int // of out, those parsed here
+	for k, i := range idx {
+		if gp := parsed[pkgs[i].SHA256]; gp != nil {
+			out[k] = *gp
+		} else {
+			todo = append(todo, k)
+		}
+	}
+	err := parseEach(len(todo), func(j int) (err error) {
+		k := todo[j]
+		out[k], err = parsePackage(&pkgs[idx[k]], stanza)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	kept := make([]gate.Package, len(todo)) // one array for what parsed keeps
+	for j, k := range todo {
+		if sum := pkgs[idx[k]].SHA256; parsed[sum] == nil {
+			kept[j] = out[k]
+			parsed[sum] = &kept[j]
+		}
+	}
+	from := ""
+	for k, i := range idx {
+		from = fromOf(from, &pkgs[i])
+		out[k].From = from
 	}
 	return out, idx, nil
 }
@@ -278,21 +304,78 @@ func gatePackage(p *manifest.Package, suite string, stanza func(*manifest.Packag
 	}
 	gp := parsed[p.SHA256]
 	if gp == nil {
-		st, err := stanza(p)
+		pkg, err := parsePackage(p, stanza)
 		if err != nil {
-			return gate.Package{}, false, fmt.Errorf("check: %w", err)
+			return gate.Package{}, false, err
 		}
-		pkg, err := gate.ParseStanza(st)
-		if err != nil {
-			return gate.Package{}, false, fmt.Errorf("check: %s: %w", p.Path, err)
-		}
-		pkg.SHA256 = p.SHA256
 		gp = &pkg
 		parsed[p.SHA256] = gp
 	}
 	q := *gp
-	q.From = p.Suite + "/" + p.Component
+	q.From = fromOf("", p)
 	return q, true, nil
+}
+
+// parsePackage reads p from its stanza.
+func parsePackage(p *manifest.Package, stanza func(*manifest.Package) ([]byte, error)) (gate.Package, error) {
+	st, err := stanza(p)
+	if err != nil {
+		return gate.Package{}, fmt.Errorf("check: %w", err)
+	}
+	pkg, err := gate.ParseStanza(st)
+	if err != nil {
+		return gate.Package{}, fmt.Errorf("check: %s: %w", p.Path, err)
+	}
+	pkg.SHA256 = p.SHA256
+	return pkg, nil
+}
+
+// fromOf returns where p is listed, for reports: "suite/component"; last, when it says
+// that already, so that the packages of one component share one string.
+func fromOf(last string, p *manifest.Package) string {
+	if n := len(p.Suite); len(last) == n+1+len(p.Component) && last[:n] == p.Suite && last[n] == '/' && last[n+1:] == p.Component {
+		return last
+	}
+	return p.Suite + "/" + p.Component
+}
+
+// parseEach calls parse(0), ..., parse(n-1) on every core, a batch of them at a time,
+// and returns the error of the first j (the lowest) for which parse failed, as a loop
+// would; a batch after a failure is not started.
+func parseEach(n int, parse func(j int) error) error {
+	const batch = 512
+	var (
+		next   atomic.Int64
+		mu     sync.Mutex
+		failed = n // the lowest j that failed
+		first  error
+		wg     sync.WaitGroup
+	)
+	for range min(runtime.GOMAXPROCS(0), (n+batch-1)/batch) {
+		wg.Go(func() {
+			for {
+				lo := int(next.Add(batch)) - batch
+				mu.Lock()
+				stop := lo >= failed
+				mu.Unlock()
+				if lo >= n || stop {
+					return
+				}
+				for j := lo; j < min(lo+batch, n); j++ {
+					if err := parse(j); err != nil {
+						mu.Lock()
+						if j < failed {
+							failed, first = j, err
+						}
+						mu.Unlock()
+						break
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
 }
 
 // printCheck prints what the check found that the build's output should say: packages

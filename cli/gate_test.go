@@ -2,9 +2,12 @@ package cli
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/armor-apt/armor/internal/testkit/synth"
@@ -131,5 +134,37 @@ func TestCheckCommand(t *testing.T) {
 	out := armorOK(t, "-c", cfg, "check")
 	if !strings.Contains(out, "stable: 4 package checks, 0 cannot be installed") {
 		t.Fatalf("armor check:\n%s", out)
+	}
+}
+
+// parseEach calls each j once, and on failure gives the error of the lowest j that
+// failed, as the loop it replaces did, whichever core got there first.
+func TestParseEach(t *testing.T) {
+	for _, n := range []int{0, 1, 511, 512, 513, 5000} {
+		var calls sync.Map
+		if err := parseEach(n, func(j int) error {
+			if _, dup := calls.LoadOrStore(j, true); dup {
+				t.Errorf("n=%d: %d parsed twice", n, j)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		calls.Range(func(any, any) bool { got++; return true })
+		if got != n {
+			t.Errorf("n=%d: %d parsed", n, got)
+		}
+	}
+	for _, bad := range [][]int{{0}, {4999}, {700, 3000}, {1023, 1024, 4000}} {
+		err := parseEach(5000, func(j int) error {
+			if slices.Contains(bad, j) {
+				return fmt.Errorf("stanza %d", j)
+			}
+			return nil
+		})
+		if want := fmt.Sprintf("stanza %d", bad[0]); err == nil || err.Error() != want {
+			t.Errorf("bad %v: error %v, want %s", bad, err, want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package gen
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/armor-apt/armor/debian/deb"
 	"github.com/armor-apt/armor/manifest"
@@ -15,7 +16,8 @@ type GateInput struct {
 	Packages []manifest.Package // the release's, in canonical order
 	// Stanza returns the control stanza of a binary package of the release or of the
 	// parent: from the input read in this build, else from the parent's indexes. The
-	// bytes are valid only until Options.Gate returns: copy what is kept.
+	// bytes are valid only until Options.Gate returns: copy what is kept. It may be
+	// called from several goroutines at once.
 	Stanza func(p *manifest.Package) ([]byte, error)
 }
 
@@ -30,12 +32,13 @@ func runGate(ctx context.Context, gate func(context.Context, *GateInput) error, 
 	// into the parent's indexes, which the writer splices in place after the check: the
 	// check copies what it keeps, and the map is dropped with this function.
 	var parents map[string][]byte
+	var loadOnce sync.Once
 	stanza := func(p *manifest.Package) ([]byte, error) {
 		if in := ins.fresh[p.SHA256]; in != nil && in.Pkg != nil {
 			return in.Pkg.Stanza(p.Path), nil
 		}
-		if parents == nil && par.m != nil {
-			parents = par.loadIndexes()
+		if par.m != nil {
+			loadOnce.Do(func() { parents = par.loadIndexes() })
 		}
 		if st := stanzaOf(parents, p); st != nil {
 			return st, nil
