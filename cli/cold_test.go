@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/armor-apt/armor/internal/testkit/controldtest"
 	"github.com/armor-apt/armor/internal/testkit/synth"
+	"github.com/armor-apt/armor/manifest"
 	"github.com/armor-apt/armor/publish"
 	"github.com/armor-apt/armor/store"
 )
@@ -52,6 +55,84 @@ func TestColdRunnerRequests(t *testing.T) {
 	if large.Requests() > small.Requests() || large.Open > small.Open || large.Has > small.Has {
 		t.Errorf("store requests grow with the repository: %+v at 1,000 packages, %+v at 10,000", small, large)
 	}
+}
+
+// TestColdRunnerRefusesDamagedIndex: a fresh runner whose store gives other bytes for
+// the parent's Packages.gz than its manifest lists builds nothing, and says which file
+// and object, though the check is what first misses the parent's stanzas. (The build
+// reads the store without a check of its own, and checks what it fetched against the
+// manifest.)
+func TestColdRunnerRefusesDamagedIndex(t *testing.T) {
+	mem := store.NewMemory()
+	ws := t.TempDir()
+	cfg := newProject(t, ws, projectOptions{noDebs: true})
+	if _, err := synth.Write(filepath.Join(ws, "debs"), synth.Options{N: 50, Seed: 5}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := runBuild(context.Background(), cfg, buildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := manifest.Load(b.Manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gz manifest.File
+	for _, f := range m.Files {
+		if strings.HasSuffix(f.Path, "/binary-amd64/Packages.gz") {
+			gz = f
+		}
+		data, err := os.ReadFile(filepath.Join(b.Tree, filepath.FromSlash(f.Path)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mem.Put(context.Background(), f.SHA256, f.Size, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if gz.Path == "" {
+		t.Fatal("the release has no Packages.gz")
+	}
+	runner := t.TempDir()
+	for _, f := range []string{testConfigName, testManifestName} {
+		copyFileT(t, filepath.Join(ws, f), filepath.Join(runner, f))
+	}
+	if err := os.Mkdir(filepath.Join(runner, "debs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := synth.WriteOne(filepath.Join(runner, "debs"), "coldpkg", "1.0-1", "amd64", ""); err != nil {
+		t.Fatal(err)
+	}
+	damaged := flippedStore{Store: mem, sum: gz.SHA256}
+	_, err = runBuild(context.Background(), filepath.Join(runner, testConfigName), buildOptions{Store: damaged})
+	if err == nil || !strings.Contains(err.Error(), gz.Path) || !strings.Contains(err.Error(), "the store's object "+gz.SHA256+" for "+gz.Path+" has other contents") {
+		t.Fatalf("build on a damaged %s: %v", gz.Path, err)
+	}
+	if got, err := manifest.Load(filepath.Join(runner, testManifestName)); err != nil || got.ID != m.ID {
+		t.Errorf("after the failed build the runner's manifest is not the parent's (%v)", err)
+	}
+}
+
+// flippedStore is Store, but the object sum reads with its first byte changed.
+type flippedStore struct {
+	store.Store
+	sum string
+}
+
+func (s flippedStore) Open(ctx context.Context, sum string, offset, length int64) (io.ReadCloser, error) {
+	rc, err := s.Store.Open(ctx, sum, offset, length)
+	if err != nil || sum != s.sum {
+		return rc, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > 0 {
+		data[0] ^= 0xff
+	}
+	return io.NopCloser(bytes.NewReader(data)), nil
 }
 
 // coldAddOne is what a CI runner that starts empty does to add one package to the

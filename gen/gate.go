@@ -50,7 +50,7 @@ func runGate(ctx context.Context, gate func(context.Context, *GateInput) error, 
 			}
 			return pkg.Stanza(p.Path), nil
 		}
-		return nil, fmt.Errorf("no stanza for %s %s (%s): it is not among the inputs, and the parent's indexes do not list it", p.Name, p.Version, p.Architecture)
+		return nil, par.explain(fmt.Errorf("no stanza for %s %s (%s): it is not among the inputs, and the parent's indexes do not list it", p.Name, p.Version, p.Architecture))
 	}
 	return gate(ctx, &GateInput{Parent: par.m, Packages: pkgs, Stanza: stanza})
 }
