@@ -170,7 +170,7 @@ func runBuild(ctx context.Context, cfgPath string, o buildOptions) (*buildResult
 	defer unlock()
 	manifestPath := cfg.Resolve(cfg.Output.Manifest)
 	st := &lazyStore{cfg: cfg, s: o.Store}
-	opts.Fetch = st.fetch
+	opts.Fetch = st.read
 	switch {
 	case o.Parent != nil:
 		opts.Previous = o.Parent
@@ -294,6 +294,17 @@ func (l *lazyStore) fetch(ctx context.Context, sum string, size int64) ([]byte, 
 		return nil, err
 	}
 	return publish.FetchSized(ctx, s, sum, size)
+}
+
+// read is fetch without the digest check, for gen.Options.Fetch: the build checks every
+// object it fetches against the manifest, and a second hash of the parent's indexes
+// (tens of megabytes on a fresh runner) would be spent on its critical path.
+func (l *lazyStore) read(ctx context.Context, sum string, size int64) ([]byte, error) {
+	s, err := l.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return publish.ReadSized(ctx, s, sum, size)
 }
 
 // activeParent returns controld's active release of the repository, to build on.

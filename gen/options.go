@@ -84,6 +84,7 @@ type Options struct {
 	// fetches them through it. A pool file is fetched only for the file list of a
 	// package that no Contents file of the parent lists and the build cache lacks. size
 	// is the object's size as the manifest lists it, for the buffer to read it into.
+	// Build checks the size and digest of what Fetch returns: Fetch need not.
 	Fetch func(ctx context.Context, sum string, size int64) ([]byte, error)
 
 	Key *sign.Key
