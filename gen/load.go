@@ -110,8 +110,8 @@ func (l *loader) manifest() (*manifest.Manifest, error) {
 	return l.prev, l.err
 }
 
-// parent waits for the previous manifest and its files, and returns the parent. Nothing may read
-// Options.Previous instead: it is nil when LoadPrevious loads the manifest.
+// parent waits for the previous manifest and its files, and returns the parent. Nothing
+// may read Options.Previous instead: it is nil when LoadPrevious loads the manifest.
 func (l *loader) parent() (*parent, error) {
 	<-l.done
 	if l.err != nil {
