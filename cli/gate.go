@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/armor-apt/armor/cli/config"
 	"github.com/armor-apt/armor/gate"
@@ -340,43 +340,23 @@ func fromOf(last string, p *manifest.Package) string {
 	return p.Suite + "/" + p.Component
 }
 
-// parseEach calls parse(0), ..., parse(n-1) on every core, a batch of them at a time,
-// and returns the error of the first j (the lowest) for which parse failed, as a loop
-// would; a batch after a failure is not started.
+// parseEach calls parse(0), ..., parse(n-1) on every core, each core a run of them in
+// order, and returns the error of the lowest j for which parse failed, as a loop would.
 func parseEach(n int, parse func(j int) error) error {
-	const batch = 512
-	var (
-		next   atomic.Int64
-		mu     sync.Mutex
-		failed = n // the lowest j that failed
-		first  error
-		wg     sync.WaitGroup
-	)
-	for range min(runtime.GOMAXPROCS(0), (n+batch-1)/batch) {
+	w := min(runtime.GOMAXPROCS(0), max(1, n/512))
+	errs := make([]error, w) // the first of each run
+	var wg sync.WaitGroup
+	for b := range w {
 		wg.Go(func() {
-			for {
-				lo := int(next.Add(batch)) - batch
-				mu.Lock()
-				stop := lo >= failed
-				mu.Unlock()
-				if lo >= n || stop {
+			for j := b * n / w; j < (b+1)*n/w; j++ {
+				if errs[b] = parse(j); errs[b] != nil {
 					return
-				}
-				for j := lo; j < min(lo+batch, n); j++ {
-					if err := parse(j); err != nil {
-						mu.Lock()
-						if j < failed {
-							failed, first = j, err
-						}
-						mu.Unlock()
-						break
-					}
 				}
 			}
 		})
 	}
 	wg.Wait()
-	return first
+	return cmp.Or(errs...)
 }
 
 // printCheck prints what the check found that the build's output should say: packages
