@@ -40,10 +40,10 @@ func Build(ctx context.Context, o Options) (_ *Result, err error) {
 		return nil, err
 	}
 	requested, err := settleDates(&o, par.m)
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = runGate(ctx, o.Gate, par, pl, ins)
 	}
-	if err := runGate(ctx, o.Gate, par, pl, ins); err != nil {
+	if err != nil {
 		return nil, err
 	}
 
@@ -65,10 +65,7 @@ func Build(ctx context.Context, o Options) (_ *Result, err error) {
 	files := releaseFiles(o.Suites, idx.files, rel.files)
 	stats := pl.stats.withStaged(idx, rel)
 	if upToDate(o.Repository, par.m, pl.pkgs.list, files, stats) {
-		s.unwind() // nothing to commit: what was staged goes
-		writeStatCache(o.CacheDir, inputs.EncodeStatCache(ins.all, ins.kept))
-		stats.Packages = len(par.m.Packages)
-		return &Result{UpToDate: true, Manifest: par.m, Parent: par.m, Stats: stats}, nil
+		return nothingToCommit(s, o.CacheDir, ins, par.m, stats), nil
 	}
 
 	// Seal the manifest, and commit the tree, the manifest file and the build cache.
@@ -82,6 +79,15 @@ func Build(ctx context.Context, o Options) (_ *Result, err error) {
 	}
 	stats.FilesWritten, stats.FilesLinked, stats.BytesWritten, stats.Packages = st.files, st.linked, st.bytes, len(m.Packages)
 	return &Result{Manifest: m, Parent: par.m, Encoded: encoded, Stats: stats}, nil
+}
+
+// nothingToCommit ends a build that is up to date with its parent: what was staged goes,
+// and the stat cache is kept for the next build.
+func nothingToCommit(s *steps, cacheDir string, ins *inputSet, parent *manifest.Manifest, stats Stats) *Result {
+	s.unwind()
+	writeStatCache(cacheDir, inputs.EncodeStatCache(ins.all, ins.kept))
+	stats.Packages = len(parent.Packages)
+	return &Result{UpToDate: true, Manifest: parent, Parent: parent, Stats: stats}
 }
 
 // withStaged adds to the plan's stats what the staging stages wrote.
