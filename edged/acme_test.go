@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,7 +43,7 @@ type acmeSetup struct {
 	files map[string][]byte
 }
 
-func newACMESetup(t *testing.T, challenge string, tree map[string][]byte) *acmeSetup {
+func newACMESetup(t *testing.T, challenge string, tree map[string][]byte, addr func(testing.TB) string) *acmeSetup {
 	t.Helper()
 	dir := t.TempDir()
 	rc, err := store.OpenRclone(context.Background(), dir)
@@ -54,7 +56,7 @@ func newACMESetup(t *testing.T, challenge string, tree map[string][]byte) *acmeS
 	s.ctl.set(feedSite("demo", []string{hostA}, s.rel))
 	s.cfg = testConfig(t, s.ctl)
 	s.cfg.Store = dir
-	s.cfg.Listen, s.cfg.AdminListen, s.cfg.TLSListen = freeAddr(t), freeAddr(t), freeAddr(t)
+	s.cfg.Listen, s.cfg.AdminListen, s.cfg.TLSListen = addr(t), addr(t), addr(t)
 	s.peb = acmetest.Start(t, acmetest.Options{HTTPPort: portOf(t, s.cfg.Listen), TLSPort: portOf(t, s.cfg.TLSListen)})
 	s.roots, _ = s.peb.Root(t)
 	s.cfg.ACMECA, s.cfg.ACMECARoot, s.cfg.ACMEChallenge = s.peb.Dir, s.peb.CAFile, challenge
@@ -62,9 +64,42 @@ func newACMESetup(t *testing.T, challenge string, tree map[string][]byte) *acmeS
 	return s
 }
 
+// startACME sets up edged with ACME (newACMESetup) and runs it. Its ports were free when
+// they were chosen, and pebble must be told them before edged binds them: should another
+// process take one meanwhile, it starts again on new ports, up to three times.
+func startACME(t *testing.T, challenge string, tree map[string][]byte) (*acmeSetup, func()) {
+	return startACMEOn(t, challenge, tree, freeAddr)
+}
+
+// startACMEOn is startACME with the listeners' addresses from addr.
+func startACMEOn(t *testing.T, challenge string, tree map[string][]byte, addr func(testing.TB) string) (*acmeSetup, func()) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		s := newACMESetup(t, challenge, tree, addr)
+		stop, err := s.tryRun(t)
+		if err == nil {
+			return s, stop
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 3 {
+			t.Fatalf("Run returned before serving: %v", err)
+		}
+		t.Logf("a port was taken before edged bound it (%v): again on new ports", err)
+	}
+}
+
 // run starts Run and waits until it serves Release over plain HTTP; the returned
 // function stops it and checks it returned nil.
 func (s *acmeSetup) run(t *testing.T) (stop func()) {
+	t.Helper()
+	stop, err := s.tryRun(t)
+	if err != nil {
+		t.Fatalf("Run returned before serving: %v", err)
+	}
+	return stop
+}
+
+// tryRun is run, returning Run's error if it returned before serving.
+func (s *acmeSetup) tryRun(t *testing.T) (stop func(), err error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
@@ -77,7 +112,8 @@ func (s *acmeSetup) run(t *testing.T) (stop func()) {
 		}
 		select {
 		case err := <-errc:
-			t.Fatalf("Run returned before serving: %v", err)
+			cancel()
+			return nil, err
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -102,7 +138,7 @@ func (s *acmeSetup) run(t *testing.T) (stop func()) {
 		}
 	}
 	t.Cleanup(stop)
-	return stop
+	return stop, nil
 }
 
 // getTLS fetches path from the HTTPS listener with SNI and Host serverName, trusting
@@ -152,8 +188,7 @@ func TestACME(t *testing.T) {
 }
 
 func testACME(t *testing.T, challenge string) {
-	s := newACMESetup(t, challenge, aptTree("demo", 1))
-	stop := s.run(t)
+	s, stop := startACME(t, challenge, aptTree("demo", 1))
 
 	asked := s.peb.Requests("/")
 	for _, name := range []string{hostB, "", "127.0.0.1"} {
@@ -232,12 +267,36 @@ func testACME(t *testing.T, challenge string) {
 	}
 }
 
+// TestACMEPortTaken: when a port chosen for edged is taken before edged binds it (here
+// the HTTPS one of the first attempt, held by the test), the set-up starts again on new
+// ports instead of failing.
+func TestACMEPortTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	n := 0
+	addr := func(t testing.TB) string {
+		if n++; n == 3 {
+			return taken.Addr().String()
+		}
+		return freeAddr(t)
+	}
+	s, _ := startACMEOn(t, ChallengeHTTP01, aptTree("demo", 1), addr)
+	if n != 6 || s.cfg.TLSListen == taken.Addr().String() {
+		t.Fatalf("set-up after a taken port: %d addresses asked for, HTTPS on %s (the taken one is %s)", n, s.cfg.TLSListen, taken.Addr())
+	}
+	if _, err := s.handshake(hostA); err != nil {
+		t.Fatalf("handshake with the edge started again on new ports: %v", err)
+	}
+}
+
 // TestACMERealApt: apt-get over HTTPS, trusting only pebble's root, updates from the
 // edge and downloads intact packages.
 func TestACMERealApt(t *testing.T) {
 	tree := aptRepo(t)
-	s := newACMESetup(t, "", tree)
-	s.run(t)
+	s, _ := startACME(t, "", tree)
 	_, rootPEM := s.peb.Root(t)
 	caFile := filepath.Join(t.TempDir(), "pebble-root.pem")
 	if err := os.WriteFile(caFile, rootPEM, 0o644); err != nil {
