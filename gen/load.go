@@ -3,7 +3,6 @@ package gen
 import (
 	"context"
 	"errors"
-	"sync"
 
 	"github.com/armor-apt/armor/debian/release"
 	"github.com/armor-apt/armor/gen/inputs"
@@ -28,10 +27,9 @@ type loader struct {
 	made      madeIndexes // the plain indexes hydrate made
 	// fresh is true when the cache held no tree marker before hydrate: nothing was built
 	// or fetched with this cache before (see parent.fresh).
-	fresh      bool
-	plains     map[string]release.Digests
-	dirs       dirs
-	loadedOnce sync.Once
+	fresh  bool
+	plains map[string]release.Digests
+	dirs   dirs
 }
 
 // parentSource is where a build's parent release comes from.
@@ -57,51 +55,50 @@ func startLoading(ctx context.Context, d dirs, src parentSource, suites []Suite,
 	}
 	go func() {
 		defer close(l.done)
-		defer l.markLoaded()
 		c := inputs.LoadStatCache(statCachePath(d.cache))
 		// Without a cache every input is read again, and no stanza comes from the old
 		// indexes: nothing to read ahead.
 		readAhead := len(c.Entries) > 0 && !verify
 		l.statCache <- c
-		l.loadPrevious(ctx, src, suites, readAhead)
+		// The change is planned from the manifest alone (planRelease) while its files are
+		// fetched and read.
+		l.prev, l.err = l.loadManifest(src)
+		close(l.loaded)
+		if l.err == nil {
+			l.loadFiles(ctx, src.fetch, suites, readAhead)
+		}
 	}()
 	return l
 }
 
-// loadPrevious loads the previous manifest, when src.load is set, fetches what the tree
-// lacks of it (hydrate), and then, if readAhead, starts reading its indexes ahead. If
-// Build has returned meanwhile, it loads nothing.
-func (l *loader) loadPrevious(ctx context.Context, src parentSource, suites []Suite, readAhead bool) {
+// loadManifest returns the previous manifest: src's, or what src.load loads; nil for a
+// first build. If Build has returned meanwhile, it loads nothing.
+func (l *loader) loadManifest(src parentSource) (*manifest.Manifest, error) {
 	select {
 	case <-l.stop:
-		l.err = errors.New("build: stopped")
-		return
+		return nil, errors.New("build: stopped")
 	default:
 	}
-	prev := src.prev
-	if prev == nil && src.load != nil {
-		if prev, l.err = src.load(); l.err != nil {
-			return
-		}
+	if src.prev == nil && src.load != nil {
+		return src.load()
 	}
-	// The change is planned from the manifest alone (planRelease) while its files are
-	// fetched and read.
-	l.prev = prev
-	l.markLoaded()
+	return src.prev, nil
+}
+
+// loadFiles fetches what the tree lacks of the previous release (hydrate), and then, if
+// readAhead, starts reading its indexes ahead.
+func (l *loader) loadFiles(ctx context.Context, fetch fetchFunc, suites []Suite, readAhead bool) {
 	// The tree should hold the parent's indexes before they are read. If they cannot be
 	// fetched, the inputs may still hold every package the build needs (a runner with
 	// every .deb but without the store); the build says why when they do not.
 	aliases := aliasDirs(suites)
 	l.fresh = !hasTreeMarker(l.dirs.cache)
-	l.fetchErr = hydrate(ctx, l.dirs, src.fetch, aliases, prev, &l.made)
-	l.plains = plainIndexes(l.dirs.tree, aliases, prev)
+	l.fetchErr = hydrate(ctx, l.dirs, fetch, aliases, l.prev, &l.made)
+	l.plains = plainIndexes(l.dirs.tree, aliases, l.prev)
 	if readAhead {
-		l.old = startPrefetch(l.dirs, suites, prev, l.plains, &l.made)
+		l.old = startPrefetch(l.dirs, suites, l.prev, l.plains, &l.made)
 	}
 }
-
-// markLoaded says that prev or err is set: closes loaded, once.
-func (l *loader) markLoaded() { l.loadedOnce.Do(func() { close(l.loaded) }) }
 
 // manifest waits for the previous manifest alone, nil for a first build. Until parent
 // returns, it is shared with the loader, and neither changes it.
